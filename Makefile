@@ -1,0 +1,99 @@
+# dezero_mini: set up, test, and build the book.
+#
+#   make book    set up .venv, execute every notebook, build the site
+#   make test    set up .venv, run the test suite (notebooks included)
+#
+# Another interpreter:  PYTHON=python3.12 make book   (used when .venv is created;
+# run `make distclean` first to rebuild an existing .venv with it).
+
+PYTHON ?= python3
+VENV   := .venv
+VPY    := $(VENV)/bin/python
+# Touched after a successful install; pip runs again only when pyproject.toml is newer.
+STAMP  := $(VENV)/.installed-from-pyproject
+PYTEST_ARGS ?=
+
+.DEFAULT_GOAL := help
+.PHONY: help venv dot book test notebooks clean distclean
+
+help:
+	@echo "make book        set up .venv, execute the notebooks, build the book (build/book/html)"
+	@echo "make test        set up .venv, run the tests, notebooks included (PYTEST_ARGS=... to pass options)"
+	@echo "make notebooks   execute every notebook and report how long each took"
+	@echo "make venv        only create/update the virtual environment .venv"
+	@echo "make dot         only check for Graphviz's 'dot' (installing it where possible)"
+	@echo "make clean       remove build/"
+	@echo "make distclean   remove build/ and .venv/"
+	@echo "Python used for .venv: PYTHON=$(PYTHON) (3.10 or newer)"
+
+venv: $(STAMP)
+
+# The virtual environment itself. Only reached when .venv/bin/python is missing
+# (or a dangling link), so a half-made .venv is removed and made again.
+$(VPY):
+	@command -v "$(PYTHON)" >/dev/null 2>&1 || { \
+	  echo "make: no '$(PYTHON)' on PATH. Install Python 3.10 or newer, or name one: PYTHON=python3.12 make ..." >&2; \
+	  exit 1; }
+	@"$(PYTHON)" -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { \
+	  echo "make: $(PYTHON) is Python $$("$(PYTHON)" -c 'import platform; print(platform.python_version())'), but dezero_mini needs Python 3.10 or newer." >&2; \
+	  echo "      Install a newer one and name it, e.g.:  PYTHON=python3.12 make $(MAKECMDGOALS)" >&2; \
+	  exit 1; }
+	@rm -rf "$(VENV)"
+	@echo "Creating $(VENV) with $$(command -v "$(PYTHON)") (Python $$("$(PYTHON)" -c 'import platform; print(platform.python_version())'))"
+	@"$(PYTHON)" -m venv "$(VENV)" || { \
+	  rm -rf "$(VENV)"; \
+	  echo "make: '$(PYTHON) -m venv' failed. On Debian/Ubuntu the venv module is a separate package:" >&2; \
+	  echo "      sudo apt-get install python3-venv" >&2; \
+	  exit 1; }
+
+$(STAMP): pyproject.toml | $(VPY)
+	@$(VPY) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { \
+	  echo "make: $(VENV) runs a Python older than 3.10. Remove it (make distclean) and run make again." >&2; \
+	  exit 1; }
+	@echo "Installing dezero_mini (editable) with its book and test tools into $(VENV)"
+	$(VPY) -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(VPY) -m pip install --disable-pip-version-check --editable ".[book,test]"
+	@touch "$(STAMP)"
+
+# Graphviz's `dot` program renders the reference graphs; it comes from the system.
+# Installed here when that needs no questions (root with apt-get); otherwise
+# make stops and names the one command to run.
+dot:
+	@if command -v dot >/dev/null 2>&1; then exit 0; fi; \
+	if [ "$$(uname -s)" = Darwin ]; then \
+	  echo "make: Graphviz's 'dot' program is missing. Install it, then run make again:" >&2; \
+	  echo "      brew install graphviz" >&2; \
+	  exit 1; \
+	fi; \
+	if command -v apt-get >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then \
+	    echo "Graphviz's 'dot' program is missing: installing the graphviz package with apt-get"; \
+	    DEBIAN_FRONTEND=noninteractive apt-get update -q || echo "make: apt-get update failed; trying the install anyway" >&2; \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -q graphviz || { \
+	      echo "make: apt-get could not install graphviz (see above)." >&2; exit 1; }; \
+	    command -v dot >/dev/null 2>&1 || { \
+	      echo "make: graphviz is installed but 'dot' is still not on PATH ($$PATH)." >&2; exit 1; }; \
+	    exit 0; \
+	  fi; \
+	  echo "make: Graphviz's 'dot' program is missing. Install it, then run make again:" >&2; \
+	  echo "      sudo apt-get install graphviz" >&2; \
+	  exit 1; \
+	fi; \
+	echo "make: Graphviz's 'dot' program is missing. Install the 'graphviz' package with your" >&2; \
+	echo "      system's package manager (e.g. sudo dnf install graphviz), then run make again." >&2; \
+	exit 1
+
+book: dot $(STAMP)
+	$(VPY) tools/build_book.py
+
+test: dot $(STAMP)
+	$(VPY) -m pytest $(PYTEST_ARGS)
+
+notebooks: dot $(STAMP)
+	$(VPY) tools/run_notebooks.py
+
+clean:
+	rm -rf build
+
+distclean: clean
+	rm -rf "$(VENV)"

@@ -1,0 +1,76 @@
+"""The memory instruments of the course: where does an autograd framework's memory go?
+
+Every stage of the course (``steps/stepNN_<name>.py``, and ``dezero_mini``
+itself) is measured the same way, on the same training run:
+
+* ``load_stage(3)`` / ``STAGES``: one module object per stage, shared by the
+  tests, the notebooks and these instruments.
+* ``Workload``: the standard run, a small MLP regression built only from
+  the API that every stage has.
+* Three signals, from the most to the least deterministic:
+
+  - live objects, ``count_live_objects(module)``: the Variables and
+    Functions alive (numpy arrays are invisible to ``gc``; the framework's
+    own objects are not);
+  - traced bytes: ``tracemalloc``'s current and peak (numpy reports its
+    buffers to it);
+  - process memory: RSS, what the operating system and memory_profiler see
+    (noisy: allocator arenas, memory not given back to the OS).
+
+* ``record_training(stage, batches)``: the three signals after every batch,
+  the cyclic collector's work, and a final ``gc.collect()``.
+* ``record_step_timeline(stage)``: one batch op by op (forward, then
+  backward), with its forward and backward peaks.
+* ``measure_inference(stage, no_grad=...)``: the peak of one inference pass
+  in units of one activation.
+* ``plot_training`` / ``plot_timeline``: the figures of the lessons.
+* ``reference_graph(names, watched)`` / ``watch(*objects)``: a picture of
+  the objects and the references that keep them alive.
+* ``disable_output_cache()``: stop IPython's ``Out``/``_`` from keeping
+  cell results alive.
+
+Measure with the collector disabled (the recorder's default) unless the
+lesson is about the collector: a reference cycle then shows as growth
+instead of as a delay.
+"""
+from dezero_mini.memory.counting import count_live_objects, framework_classes
+from dezero_mini.memory.notebook import disable_output_cache
+from dezero_mini.memory.plotting import plot_timeline, plot_training
+from dezero_mini.memory.recorder import (
+    SIGNALS,
+    Timeline,
+    TimelineEvent,
+    TrainingRecord,
+    measure_inference,
+    record_step_timeline,
+    record_training,
+    trim_heap,
+)
+from dezero_mini.memory.refgraph import GraphvizNotFound, ReferenceGraph, reference_graph, watch
+from dezero_mini.memory.stages import STAGES, load_stage, stage_label
+from dezero_mini.memory.workload import Workload, grad_array
+
+__all__ = [
+    "GraphvizNotFound",
+    "ReferenceGraph",
+    "SIGNALS",
+    "STAGES",
+    "Timeline",
+    "TimelineEvent",
+    "TrainingRecord",
+    "Workload",
+    "count_live_objects",
+    "disable_output_cache",
+    "framework_classes",
+    "grad_array",
+    "load_stage",
+    "measure_inference",
+    "plot_timeline",
+    "plot_training",
+    "record_step_timeline",
+    "record_training",
+    "reference_graph",
+    "stage_label",
+    "trim_heap",
+    "watch",
+]

@@ -1,0 +1,85 @@
+"""What dezero_mini adds over the step modules: DeZero's core conventions."""
+import weakref
+
+import numpy as np
+import pytest
+
+import dezero_mini as dz
+import dezero_mini.functions as F
+from dezero_mini.utils import gradient_check, numerical_grad
+
+
+def test_gradients_are_variables_without_a_graph_by_default():
+    x = dz.Variable(np.array([1.0, 2.0]))
+    y = F.sum(x * x)
+    y.backward()
+    assert isinstance(x.grad, dz.Variable)
+    assert x.grad.creator is None  # backward ran with graph building off
+    np.testing.assert_allclose(x.grad.data, [2.0, 4.0])
+
+
+def test_second_derivative_with_create_graph():
+    x = dz.Variable(np.array(2.0))
+    y = x**4 - 2 * x**2  # y' = 4x^3 - 4x = 24, y'' = 12x^2 - 4 = 44
+    y.backward(create_graph=True)
+    gx = x.grad
+    np.testing.assert_allclose(gx.data, 24.0)
+    x.cleargrad()
+    gx.backward()
+    np.testing.assert_allclose(x.grad.data, 44.0)
+
+
+def test_unchain_backward_frees_the_graph_behind_a_variable():
+    x = dz.Variable(np.ones((3, 3)))
+    h = F.exp(x)
+    y = F.sigmoid(h)
+    creator = weakref.ref(h.creator)
+    y.unchain_backward()
+    assert h.creator is None
+    assert creator() is None  # nothing else kept the Exp function alive
+
+
+@pytest.mark.parametrize(
+    "fn, shape",
+    [(F.sin, (3,)), (F.cos, (3,)), (lambda x: F.log(x * x + 1.0), (2, 3)), (F.linear, (2, 3))],
+    ids=["sin", "cos", "log", "linear-no-bias"],
+)
+def test_gradient_check_helper(fn, shape):
+    rng = np.random.RandomState(0)
+    if fn is F.linear:
+        W = dz.Variable(rng.randn(3, 4))
+        assert gradient_check(lambda x: F.linear(x, W, dz.Variable(np.ones(4))), rng.randn(*shape))
+    else:
+        assert gradient_check(fn, rng.randn(*shape))
+
+
+def test_gradient_check_catches_a_wrong_backward(capsys):
+    class WrongSquare(dz.Function):
+        def forward(self, x):
+            return x**2
+
+        def backward(self, gy):
+            return gy * self.inputs[0]  # missing the factor 2
+
+    assert not gradient_check(lambda x: WrongSquare()(x), np.array([1.0, 2.0]))
+    assert "max |diff|" in capsys.readouterr().out
+
+
+def test_numerical_grad_of_a_known_function():
+    grad = numerical_grad(lambda x: x * x * x, np.array([1.0, -2.0]))
+    np.testing.assert_allclose(grad, [3.0, 12.0], rtol=1e-6)
+
+
+def test_transpose_and_reshape_methods():
+    x = dz.Variable(np.arange(6.0).reshape(2, 3))
+    assert x.T.shape == (3, 2)
+    assert x.reshape(3, 2).shape == (3, 2)
+    assert x.reshape((6,)).shape == (6,)
+    assert x.transpose(1, 0).shape == (3, 2)
+    assert x.sum(axis=0).shape == (3,)
+
+
+def test_using_config_rejects_an_unknown_setting():
+    with pytest.raises(AttributeError, match="using_config: Config has no setting 'enable_backprob'"):
+        with dz.using_config("enable_backprob", False):
+            pass

@@ -1,0 +1,417 @@
+"""Tests of the memory instruments themselves (dezero_mini.memory).
+
+The stage tests trust these instruments; here each instrument is checked
+against facts known in advance: objects made by hand, arrays of known size,
+the interpreter state that must be restored.
+"""
+import csv
+import gc
+import sys
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from conftest import STEP_NAMES, load
+from dezero_mini.memory import (
+    SIGNALS,
+    STAGES,
+    TrainingRecord,
+    Workload,
+    count_live_objects,
+    disable_output_cache,
+    grad_array,
+    load_stage,
+    measure_inference,
+    plot_timeline,
+    plot_training,
+    record_step_timeline,
+    record_training,
+)
+
+FEW = 4  # batches: enough for every per-batch property, cheap
+
+
+@pytest.fixture
+def plt():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as pyplot
+
+    yield pyplot
+    pyplot.close("all")
+
+
+# --- load_stage ---------------------------------------------------------------------------
+@pytest.mark.parametrize("spec", [1, "1", "01", "step01", "leaking_graph", "step01_leaking_graph",
+                                  " Step01_Leaking_Graph.py "])
+def test_load_stage_accepts_every_spelling_and_shares_one_module(spec):
+    module = load_stage(spec)
+    assert module is sys.modules["step01_leaking_graph"]
+    assert module is load("step01_leaking_graph")  # the tests' own import
+    assert module.STAGE == "01"
+
+
+def test_load_stage_dezero_mini_and_modules():
+    import dezero_mini
+
+    assert load_stage("dezero_mini") is dezero_mini
+    assert load_stage(dezero_mini) is dezero_mini  # a module passes through
+
+
+@pytest.mark.parametrize("bad", [0, 99, True, "cycle", "step99", "", None])
+def test_load_stage_rejects_unknown_stages_listing_the_valid_ones(bad):
+    with pytest.raises(ValueError) as info:
+        load_stage(bad)
+    message = str(info.value)
+    assert "leaking_graph" in message and "dezero_mini" in message
+
+
+def test_stages_lists_the_step_files_in_order():
+    assert [f"step{n:02d}_{name}" for n, name in STAGES] == STEP_NAMES
+    assert [n for n, _ in STAGES] == sorted(n for n, _ in STAGES)
+    for number, name in STAGES:
+        assert load_stage(number) is load_stage(name)
+
+
+def test_load_stage_reads_the_steps_directory_from_the_environment(tmp_path, monkeypatch):
+    (tmp_path / "step42_answer.py").write_text("STAGE = '42'\n")
+    monkeypatch.setenv("DEZERO_MINI_STEPS", str(tmp_path))
+    monkeypatch.delitem(sys.modules, "step42_answer", raising=False)
+    try:
+        module = load_stage(42)
+        assert module.STAGE == "42" and load_stage("answer") is module
+        assert sys.modules["step42_answer"] is module
+        # Another file under a name already imported: refused, not silently mixed.
+        other = tmp_path / "elsewhere"
+        other.mkdir()
+        (other / "step42_answer.py").write_text("STAGE = 'other'\n")
+        monkeypatch.setenv("DEZERO_MINI_STEPS", str(other))
+        with pytest.raises(ImportError):
+            load_stage(42)
+    finally:
+        sys.modules.pop("step42_answer", None)
+
+
+# --- count_live_objects ----------------------------------------------------------------
+@pytest.mark.parametrize("stage", ["step03_weakref_outputs", "dezero_mini"])
+def test_count_live_objects_counts_what_was_made(stage, gc_disabled):
+    module = load(stage)
+    before = count_live_objects(module)
+    made = [module.Variable(np.zeros(3)) for _ in range(5)]
+    functions = [module.Function() for _ in range(2)]
+    subclassed = type("Probe", (module.Function,), {})()  # subclasses count too
+    after = count_live_objects(module)
+    assert after["variables"] - before["variables"] == 5
+    assert after["functions"] - before["functions"] == 3
+    assert after["total"] == after["variables"] + after["functions"]
+    del made, functions, subclassed
+    assert count_live_objects(module) == before  # no cycle: freed without the collector
+
+
+def test_count_live_objects_sees_unreachable_cycles(gc_disabled):
+    module = load("step02_cycles")
+    before = count_live_objects(module)["total"]
+    y = module.square(module.Variable(np.ones(2)))  # x, y and Square: y <-> Square is a cycle
+    del y
+    assert count_live_objects(module)["total"] - before == 3
+    gc.collect()
+    assert count_live_objects(module)["total"] == before
+
+
+# --- Workload ---------------------------------------------------------------------------------
+def test_workload_batches_are_deterministic_and_distinct():
+    workload = Workload(load("step03_weakref_outputs"))
+    x0, t0 = workload.batch(0)
+    x0_again, t0_again = Workload(load("dezero_mini")).batch(0)
+    x1, _ = workload.batch(1)
+    np.testing.assert_array_equal(x0, x0_again)
+    np.testing.assert_array_equal(t0, t0_again)
+    assert not np.array_equal(x0, x1)
+    assert x0.shape == (workload.batch_size, workload.in_features)
+    assert t0.shape == (workload.batch_size, workload.out_features)
+
+
+def test_workload_sizes():
+    workload = Workload(load("step03_weakref_outputs"), batch_size=10, in_features=3, hidden=4)
+    assert workload.activation_nbytes == 10 * 4 * 8
+    assert workload.parameter_nbytes == 8 * (3 * 4 + 4 + 4 * 4 + 4 + 4 * 1 + 1)
+    assert len(workload.parameters) == 6
+
+
+def test_workload_train_step_returns_a_float_and_updates_the_parameters():
+    workload = Workload(load("dezero_mini"))
+    W = workload.parameters[0]
+    before = W.data.copy()
+    loss = workload.train_step(0)
+    assert type(loss) is float and loss > 0
+    assert not np.array_equal(W.data, before)
+
+
+def test_grad_array_is_not_fooled_by_ndarray_data():
+    g = np.arange(3.0)
+    assert grad_array(g) is g  # ndarray.data is a memoryview: must not be taken
+    v = load("dezero_mini").Variable(g)
+    assert grad_array(v) is g
+
+
+# --- record_training ----------------------------------------------------------------------------
+def test_training_record_has_one_value_per_batch_and_csv_round_trips(tmp_path):
+    record = record_training("step03_weakref_outputs", batches=FEW)
+    for name in SIGNALS:
+        assert len(getattr(record, name)) == FEW, name
+    assert np.all(record.rss > 0)
+    assert np.all(record.traced_peak >= record.traced_current)
+    path = record.to_csv(tmp_path / "record.csv")
+    with open(path, newline="") as f:
+        rows = list(csv.reader(f))
+    assert rows[0] == ["batch", *SIGNALS]
+    assert len(rows) == FEW + 1
+    again = TrainingRecord.from_csv(path)
+    for name in SIGNALS:
+        np.testing.assert_array_equal(getattr(again, name), getattr(record, name))
+    assert set(record.summary()) >= {"objects_per_batch", "traced_bytes_per_batch", "final_collected"}
+    assert record.label in repr(record)
+
+
+def test_record_without_rss_writes_no_rss_column(tmp_path):
+    record = record_training("step03_weakref_outputs", batches=2, rss=False)
+    assert record.rss is None
+    path = record.to_csv(tmp_path / "record.csv")
+    assert "rss" not in open(path).readline()
+    with pytest.raises(ValueError):
+        record.slope("rss")
+
+
+def test_rss_through_memory_profiler_every_batch():
+    record = record_training("step03_weakref_outputs", batches=2, rss="memory_profiler")
+    assert np.all(record.rss > 0)
+    with pytest.raises(ValueError):
+        record_training("step03_weakref_outputs", batches=1, rss="top")
+
+
+def test_slope_is_the_least_squares_growth_per_batch():
+    n = 10
+    signals = {name: np.zeros(n, dtype=np.int64) for name in SIGNALS}
+    signals["traced_current"] = 1000 + 250 * np.arange(n)
+    record = TrainingRecord("synthetic", "00", signals)
+    assert record.slope("traced_current") == pytest.approx(250)
+    assert record.slope("live_objects") == pytest.approx(0)
+    with pytest.raises(ValueError):
+        record.slope("bytes")
+
+
+def test_record_sees_a_cycle_leak_and_what_gc_collect_frees():
+    module = load("step02_cycles")
+    per_graph = 20  # 11 Variables (x, t, 9 results) + 9 Functions in the standard MLP step
+    record = record_training(module, batches=FEW, rss=False)
+    assert list(np.diff(record.live_objects)) == [per_graph] * (FEW - 1)
+    assert np.all(np.diff(record.traced_current) > 500 * 1024)  # ~1 MiB of arrays a batch
+    assert record.final_collected >= per_graph * FEW
+    assert record.live_after_collect == record.live_objects[0] - per_graph
+
+
+def test_record_of_a_flat_stage_is_flat_and_keeps_no_graph():
+    module = load("step03_weakref_outputs")
+    before = count_live_objects(module)
+    record = record_training(module, batches=FEW)  # RSS too: its reader must make no garbage
+    assert len(set(record.live_objects)) == 1
+    assert record.final_collected == 0  # neither the stage nor the instruments made a cycle
+    assert record.live_after_collect == record.live_objects[-1]
+    assert count_live_objects(module) == before  # the record holds no Variable or Function
+
+
+def test_gc_enabled_run_reports_automatic_collections():
+    record = record_training("step02_cycles", batches=60, gc_enabled=True, rss=False)
+    assert record.gc_collections.sum() >= 1
+    assert record.gc_collected.sum() > 0
+    assert record.live_objects.max() > record.live_objects.min()  # the sawtooth
+
+
+@pytest.mark.parametrize("collector_on", [True, False])
+@pytest.mark.parametrize("gc_enabled", [True, False])
+def test_recorder_restores_the_collector_and_removes_its_callback(collector_on, gc_enabled):
+    callbacks = list(gc.callbacks)
+    was_enabled = gc.isenabled()
+    (gc.enable if collector_on else gc.disable)()
+    try:
+        record_training("step03_weakref_outputs", batches=2, gc_enabled=gc_enabled, rss=False)
+        assert gc.isenabled() is collector_on
+        assert gc.callbacks == callbacks
+        assert not tracemalloc.is_tracing()  # it started tracing, so it stops
+    finally:
+        (gc.enable if was_enabled else gc.disable)()
+
+
+class _FailingWorkload(Workload):
+    def train_step(self, i, **kwargs):
+        if i == 1:
+            raise RuntimeError("batch 1 fails")
+        return super().train_step(i, **kwargs)
+
+
+def test_recorder_restores_state_when_a_batch_fails():
+    callbacks = list(gc.callbacks)
+    was_enabled = gc.isenabled()
+    gc.enable()
+    try:
+        workload = _FailingWorkload(load("step03_weakref_outputs"))
+        with pytest.raises(RuntimeError, match="batch 1 fails"):
+            record_training("step03_weakref_outputs", batches=3, workload=workload, rss=False)
+        assert gc.isenabled()
+        assert gc.callbacks == callbacks
+        assert not tracemalloc.is_tracing()
+    finally:
+        (gc.enable if was_enabled else gc.disable)()
+
+
+def test_traced_peak_is_the_peak_within_each_batch():
+    tracemalloc.start()
+    try:
+        big = np.ones(8 * 1024 * 1024 // 8)  # 8 MiB, gone before the first batch
+        del big
+        record = record_training("step03_weakref_outputs", batches=2, rss=False)
+    finally:
+        tracemalloc.stop()
+    graph = 500 * 1024  # one batch's graph: activations and gradients
+    assert np.all(record.traced_peak - record.traced_current > graph)
+    assert np.all(record.traced_peak - record.traced_current < 4 * 1024 * 1024)
+
+
+def test_recorder_leaves_a_running_trace_running():
+    tracemalloc.start()
+    try:
+        record_training("step03_weakref_outputs", batches=1, rss=False)
+        assert tracemalloc.is_tracing()
+    finally:
+        tracemalloc.stop()
+
+
+# --- record_step_timeline -----------------------------------------------------------------
+def _methods(module):
+    found = {}
+    stack = [module.Function]
+    while stack:
+        cls = stack.pop()
+        found[cls] = (cls.__dict__.get("__call__"), cls.__dict__.get("backward"))
+        stack.extend(cls.__subclasses__())
+    return found
+
+
+@pytest.mark.parametrize("stage", ["step03_weakref_outputs", "dezero_mini"])
+def test_timeline_samples_every_op_and_restores_the_methods(stage):
+    module = load(stage)
+    before = _methods(module)
+    timeline = record_step_timeline(module)
+    assert _methods(module) == before
+    forward = [e.op for e in timeline.events if e.phase == "forward"]
+    backward = [e.op for e in timeline.events if e.phase == "backward"]
+    # 3 layers of MatMul + Add, 2 Sigmoids, the loss: 9 ops each way.
+    assert forward[0] == "(start)" and len(forward) == 1 + 9
+    assert backward[0] == "MeanSquaredError" and backward[-1] == "(end)" and len(backward) == 9 + 1
+    assert sorted(forward[1:]) == sorted(backward[:-1])
+    traced = timeline.traced
+    assert traced[0] < 64 * 1024 and traced[9] > 200 * 1024  # the forward pass piles up activations
+    assert timeline.backward_peak >= traced.max()
+    assert timeline.forward_peak >= traced[1:10].max()
+    assert all(e.live_objects > 0 for e in timeline.events)
+
+
+def test_timeline_restores_the_methods_when_the_step_fails():
+    module = load("step03_weakref_outputs")
+    before = _methods(module)
+
+    class Broken(Workload):
+        def loss(self, i):
+            self.module.sigmoid(self.module.Variable(np.ones(2)))  # one sampled op first
+            raise RuntimeError("no loss today")
+
+    with pytest.raises(RuntimeError, match="no loss today"):
+        record_step_timeline(module, workload=Broken(module))
+    assert _methods(module) == before
+
+
+def test_timeline_passes_retain_grad_only_when_given():
+    module = load("step03_weakref_outputs")  # its backward() takes no retain_grad
+    record_step_timeline(module)
+    with pytest.raises(TypeError):
+        record_step_timeline(module, retain_grad=True)
+
+
+# --- measure_inference ------------------------------------------------------------------------
+def test_measure_inference_reports_in_units_of_activations():
+    small = dict(depth=4, width=64, batch=128)
+    graph = measure_inference("step03_weakref_outputs", no_grad=True, **small)
+    assert graph["no_grad"] is False  # stage 03 has no no_grad(): plain pass
+    assert graph["activation_bytes"] == 64 * 128 * 8
+    assert graph["parameter_bytes"] == 4 * (64 * 64 + 64) * 8
+    assert graph["peak_in_activations"] == pytest.approx(graph["peak_bytes"] / graph["activation_bytes"])
+    assert graph["retained_in_activations"] >= 4 * 3  # the whole graph stays with the output
+    free = measure_inference("step05_no_grad", no_grad=True, **small)
+    assert free["no_grad"] is True
+    assert 1.5 <= free["peak_in_activations"] <= 3.5
+    assert free["retained_in_activations"] < 1.5  # only the output
+
+
+# --- notebook ----------------------------------------------------------------------------------
+def test_disable_output_cache_outside_ipython_returns_false():
+    assert disable_output_cache() is False
+
+
+# --- plots -------------------------------------------------------------------------------------
+def test_plot_training_has_titles_units_and_legends(plt):
+    records = [record_training(stage, batches=3, rss=True) for stage in (2, 3)]
+    fig = plot_training(records, signals=("live_objects", "traced_current", "traced_peak", "rss"))
+    assert fig.get_suptitle()
+    assert len(fig.axes) == 4
+    for ax in fig.axes:
+        assert ax.get_title()
+        assert ax.get_xlabel() == "batch"
+        assert "(MiB)" in ax.get_ylabel() or "(objects)" in ax.get_ylabel()
+        legend = ax.get_legend()
+        assert legend is not None
+        assert [t.get_text() for t in legend.get_texts()] == [r.label for r in records]
+        assert len(ax.get_lines()) == 2
+    assert fig.get_size_inches()[0] <= 13.5  # readable at notebook width
+
+
+def test_plot_training_rejects_unknown_signals(plt):
+    record = record_training(3, batches=2, rss=False)
+    with pytest.raises(ValueError):
+        plot_training(record, signals=("bytes",))
+    fig = plot_training(record, signals=("rss", "live_objects"), title="mine")
+    assert fig.get_suptitle() == "mine"
+    assert len(fig.axes[0].get_lines()) == 0  # no RSS recorded: nothing drawn
+
+
+def test_plot_timeline_marks_phases_and_peaks(plt):
+    timelines = [record_step_timeline("step03_weakref_outputs"), record_step_timeline("step04_retain_grad")]
+    fig = plot_timeline(timelines)
+    (ax,) = fig.axes
+    assert ax.get_title()
+    assert ax.get_xlabel() and "(MiB)" in ax.get_ylabel()
+    texts = [t.get_text() for t in ax.get_legend().get_texts()]
+    for timeline in timelines:
+        assert timeline.label in texts
+        assert any(timeline.label in t and "backward peak" in t for t in texts)
+    assert any("forward" in t for t in texts) and any("backward" in t for t in texts)
+    peaks = sorted(line.get_ydata()[0] for line in ax.get_lines() if line.get_linestyle() == "--")
+    expected = sorted(t.backward_peak / 2**20 for t in timelines)
+    assert peaks == pytest.approx(expected)
+
+
+def test_plotting_does_not_import_matplotlib_on_package_import():
+    code = "import sys, dezero_mini.memory; print('matplotlib' in sys.modules)"
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=str(__import__("pathlib").Path(__file__).resolve().parents[1]))
+    assert out.stdout.strip() == "False"
+
+
+def test_timeline_keeps_no_graph():
+    module = load("step03_weakref_outputs")
+    before = count_live_objects(module)
+    timeline = record_step_timeline(module)  # noqa: F841  (kept alive on purpose)
+    assert count_live_objects(module) == before

