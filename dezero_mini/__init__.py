@@ -5,7 +5,7 @@ memory fix of the course, with DeZero's public names, so that code written for
 DeZero runs with ``import dezero_mini as dezero``. The memory instruments that
 the notebooks use live in ``dezero_mini.memory``.
 """
-from dezero_mini.core import (
+from dezero_mini.core import (  # noqa: F401  (the public API)
     Config,
     Function,
     Parameter,
@@ -18,7 +18,7 @@ from dezero_mini.core import (
     using_config,
 )
 
-from dezero_mini import functions, utils  # noqa: E402  (after core: they import it)
+from dezero_mini import functions, utils  # noqa: E402, F401  (after core: they import it)
 
 setup_variable()
 
@@ -27,7 +27,7 @@ STAGE_TITLE = "dezero_mini (all fixes)"
 
 # The names every stage module of the course also has, so that the memory
 # instruments and the tests can treat the package as one more stage.
-from dezero_mini.functions import (  # noqa: E402
+from dezero_mini.functions import (  # noqa: E402, F401
     add,
     broadcast_to,
     div,

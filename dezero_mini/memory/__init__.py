@@ -36,18 +36,12 @@ instead of as a delay.
 from dezero_mini.memory.counting import count_live_objects, framework_classes
 from dezero_mini.memory.notebook import disable_output_cache
 from dezero_mini.memory.plotting import plot_timeline, plot_training
-from dezero_mini.memory.recorder import (
-    SIGNALS,
-    Timeline,
-    TimelineEvent,
-    TrainingRecord,
-    measure_inference,
-    record_step_timeline,
-    record_training,
-    trim_heap,
-)
+from dezero_mini.memory.inference import measure_inference
+from dezero_mini.memory.probes import trim_heap
+from dezero_mini.memory.recorder import SIGNALS, TrainingRecord, record_training
 from dezero_mini.memory.refgraph import GraphvizNotFound, ReferenceGraph, reference_graph, watch
 from dezero_mini.memory.stages import STAGES, load_stage, stage_label
+from dezero_mini.memory.timeline import Timeline, TimelineEvent, record_step_timeline
 from dezero_mini.memory.workload import Workload, grad_array
 
 __all__ = [
