@@ -37,19 +37,6 @@ def load(name):
     return module
 
 
-@pytest.fixture
-def collector_off():
-    was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.collect()
-        if was_enabled:
-            gc.enable()
-
-
 def small_graph(m):
     x = m.Variable(np.ones((2, 3)), name="x")
     w = m.Variable(np.full((2, 3), 0.5), name="w")
@@ -81,7 +68,7 @@ def dot_line(graph, edge):
 
 
 # --- Stage 01: registry and cycles ------------------------------------------------------
-def test_stage01_cycles_and_registry(collector_off):
+def test_stage01_cycles_and_registry(gc_disabled):
     m = load(STAGE01)
     x, w, b, y = small_graph(m)
     g = reference_graph({"x": x, "w": w, "b": b, "y": y})
@@ -105,7 +92,7 @@ def test_stage01_cycles_and_registry(collector_off):
         assert f'label="{label}"' in g.source or f"label={label}" in g.source
 
 
-def test_stage01_after_del_the_registry_keeps_everything(collector_off):
+def test_stage01_after_del_the_registry_keeps_everything(gc_disabled):
     m = load(STAGE01)
     x, w, b, y = small_graph(m)
     watched = watch(y)
@@ -123,7 +110,7 @@ def test_stage01_after_del_the_registry_keeps_everything(collector_off):
 
 
 # --- Stage 02: cycles only ----------------------------------------------------------------
-def test_stage02_after_del_alive_garbage_on_cycles(collector_off):
+def test_stage02_after_del_alive_garbage_on_cycles(gc_disabled):
     m = load(STAGE02)
     x, w, b, y = small_graph(m)
     watched = watch(y)
@@ -149,7 +136,7 @@ def test_stage02_after_del_alive_garbage_on_cycles(collector_off):
     assert "freed since watch(): 6 Variables, 3 Functions" in after.source
 
 
-def test_stage02_garbage_is_what_no_strong_path_reaches(collector_off):
+def test_stage02_garbage_is_what_no_strong_path_reaches(gc_disabled):
     m = load(STAGE02)
     x, w, b, y = small_graph(m)
     watched = watch(y)
@@ -171,7 +158,7 @@ def test_stage02_garbage_is_what_no_strong_path_reaches(collector_off):
 
 # --- Stage 03 and dezero_mini: weak outputs --------------------------------------------------
 @pytest.mark.parametrize("stage", [STAGE03, "dezero_mini"])
-def test_weak_outputs_are_dashed_and_break_the_cycles(collector_off, stage):
+def test_weak_outputs_are_dashed_and_break_the_cycles(gc_disabled, stage):
     m = load(stage)
     x, w, b, y = small_graph(m)
     g = reference_graph({"x": x, "w": w, "b": b, "y": y})
@@ -188,7 +175,7 @@ def test_weak_outputs_are_dashed_and_break_the_cycles(collector_off, stage):
 
 
 @pytest.mark.parametrize("stage", [STAGE03, "dezero_mini"])
-def test_weak_outputs_after_del_everything_is_freed(collector_off, stage):
+def test_weak_outputs_after_del_everything_is_freed(gc_disabled, stage):
     m = load(stage)
     x, w, b, y = small_graph(m)
     watched = watch(y)
@@ -200,7 +187,7 @@ def test_weak_outputs_after_del_everything_is_freed(collector_off, stage):
     assert "freed since watch(): 6 Variables, 3 Functions" in g.source
 
 
-def test_dezero_mini_parameter_and_grad_variable(collector_off):
+def test_dezero_mini_parameter_and_grad_variable(gc_disabled):
     import dezero_mini as dm
 
     x = dm.Variable(np.ones((2, 3)), name="x")
@@ -229,7 +216,7 @@ class Shell(Holder):
 Shell.__module__ = "IPython.core.interactiveshell"
 
 
-def test_names_through_containers_and_objects(collector_off):
+def test_names_through_containers_and_objects(gc_disabled):
     m = load(STAGE03)
     x, w, b, y = small_graph(m)
     names = {"losses": [y, x], "box": Holder(w), "d": {"k": b}, "n": 3, "s": "text",
@@ -241,7 +228,7 @@ def test_names_through_containers_and_objects(collector_off):
     assert g.garbage == []
 
 
-def test_other_attributes_and_self_reference_make_a_cycle(collector_off):
+def test_other_attributes_and_self_reference_make_a_cycle(gc_disabled):
     m = load(STAGE03)
     x, w, b, y = small_graph(m)
     y.self_ref = y  # an extra attribute holding a framework object
@@ -257,7 +244,7 @@ def test_other_attributes_and_self_reference_make_a_cycle(collector_off):
         del y.self_ref
 
 
-def test_labels_show_array_sizes(collector_off):
+def test_labels_show_array_sizes(gc_disabled):
     m = load(STAGE03)
     x = m.Variable(np.ones((32, 32)), name="x")
     y = m.square(x)
@@ -268,7 +255,7 @@ def test_labels_show_array_sizes(collector_off):
     assert "8.0 KiB" in g.source
 
 
-def test_function_attributes_in_the_label(collector_off):
+def test_function_attributes_in_the_label(gc_disabled):
     m = load(STAGE03)
     x = m.Variable(np.arange(6.0).reshape(2, 3), name="x")
     y = m.pow(x, 3)
@@ -276,7 +263,7 @@ def test_function_attributes_in_the_label(collector_off):
     assert g.node(nid(g, "Pow")).label == "Pow\nc=3"
 
 
-def test_an_array_held_twice_is_counted_once(collector_off):
+def test_an_array_held_twice_is_counted_once(gc_disabled):
     m = load(STAGE03)
 
     class Keep(m.Function):
@@ -291,7 +278,7 @@ def test_an_array_held_twice_is_counted_once(collector_off):
     assert "holding 96 B of arrays" in g.source  # x and y, not 144 B
 
 
-def test_graph_keeps_nothing_alive(collector_off):
+def test_graph_keeps_nothing_alive(gc_disabled):
     m = load(STAGE03)
     x, w, b, y = small_graph(m)
     watched = watch(y)
@@ -352,7 +339,7 @@ def test_building_the_graph_never_runs_the_collector():
     assert len(g.garbage) == 6  # what the collector would have freed is drawn
 
 
-def test_source_is_reproducible(collector_off):
+def test_source_is_reproducible(gc_disabled):
     m = load(STAGE02)
     sources = []
     for _ in range(2):
@@ -364,7 +351,7 @@ def test_source_is_reproducible(collector_off):
     assert "0x" not in sources[0]  # no addresses
 
 
-def test_max_objects_draws_part_but_judges_all(collector_off):
+def test_max_objects_draws_part_but_judges_all(gc_disabled):
     m = load(STAGE03)
     x = m.Variable(np.ones(2), name="x")
     y = x
@@ -379,7 +366,7 @@ def test_max_objects_draws_part_but_judges_all(collector_off):
 
 
 # --- Rendering ----------------------------------------------------------------------------
-def test_without_dot(monkeypatch, tmp_path, collector_off):
+def test_without_dot(monkeypatch, tmp_path, gc_disabled):
     m = load(STAGE03)
     x, w, b, y = small_graph(m)
     g = reference_graph({"y": y})
@@ -400,7 +387,7 @@ def test_without_dot(monkeypatch, tmp_path, collector_off):
 
 
 @pytest.mark.skipif(shutil.which("dot") is None, reason="Graphviz `dot` is not installed")
-def test_with_dot(tmp_path, collector_off):
+def test_with_dot(tmp_path, gc_disabled):
     m = load(STAGE02)
     x, w, b, y = small_graph(m)
     watched = watch(y)
