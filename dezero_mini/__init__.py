@@ -48,3 +48,9 @@ from dezero_mini.functions import (  # noqa: E402, F401
 )
 
 __version__ = "0.1.0"
+
+# Layers, models, optimizers, datasets and their loader (after core and functions).
+from dezero_mini import datasets, layers, models, optimizers, transforms  # noqa: E402, F401
+from dezero_mini.dataloaders import DataLoader, SeqDataLoader  # noqa: E402, F401
+from dezero_mini.layers import Layer  # noqa: E402, F401
+from dezero_mini.models import Model  # noqa: E402, F401

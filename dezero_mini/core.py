@@ -64,6 +64,15 @@ def test_mode():
 class Variable:
     """A node of the graph that holds an array (``data``) and its gradient."""
 
+    # A graph has many Variables, and every op reads and writes their
+    # attributes: ``__slots__`` stores them in the object itself rather than in
+    # a per-object dict, which makes each Variable smaller and each attribute
+    # access faster. ``__weakref__`` keeps weak references possible: a
+    # Function holds its outputs through them, and so do the course's
+    # instruments. (A subclass without ``__slots__``, such as Parameter, gets
+    # a ``__dict__`` back, so it can still take any attribute.)
+    __slots__ = ("data", "name", "grad", "creator", "generation", "made_without_graph",
+                 "__weakref__")
     __array_priority__ = 200  # so that ndarray * Variable calls Variable.__rmul__
 
     def __init__(self, data, name=None):
@@ -76,6 +85,9 @@ class Variable:
         self.grad = None
         self.creator = None
         self.generation = 0
+        # True for the output of a Function called under no_grad(): it has no
+        # creator, like a leaf, but backward() on it is a mistake to report.
+        self.made_without_graph = False
 
     @property
     def shape(self):
@@ -131,33 +143,70 @@ class Variable:
             each is dropped once its Function has passed it on).
         create_graph: build the graph of the backward pass, so that the
             gradients can be differentiated again.
+
+        Calling backward twice on the same graph (or on two graphs that share
+        leaves) adds up the gradients in the leaves, as in DeZero and
+        PyTorch: call ``cleargrad()`` on them in between to start from zero.
+        The graph is not consumed by backward (DeZero keeps it; PyTorch frees
+        it unless ``retain_graph=True``), but with ``retain_grad=False`` the
+        intermediate gradients are gone, so the second call starts again from
+        this Variable's gradient: ``1`` unless you set ``grad`` yourself.
         """
+        if self.made_without_graph:
+            raise RuntimeError(
+                "backward: this Variable was computed under no_grad(), so it has no graph to "
+                "differentiate; compute it with Config.enable_backprop True, outside no_grad() "
+                "(a gradient is such a Variable too, unless backward ran with create_graph=True)"
+            )
         if self.grad is None:
             self.grad = Variable(np.ones_like(self.data))
-        # A heap ordered by generation (newest first) visits each function
-        # once, after every function that uses its outputs; O(log n) a push.
+        else:
+            self.grad = _check_gradient(self.grad, self, "backward: the grad that you set")
+        if self.creator is None:
+            return  # a leaf: its gradient is its own grad, nothing to propagate
+
+        # A heap ordered by generation (newest first) visits each Function
+        # once, after every Function that uses its outputs: O(log n) a push.
+        # The counter breaks ties between Functions of the same generation in
+        # the order they were reached, so that the gradients are summed in
+        # the same order on every run (floating-point sums depend on it).
         order = itertools.count()
-        pending, seen = [], set()
+        pending = [(-self.creator.generation, 0, self.creator)]
+        seen = {self.creator}
+        heappush, heappop = heapq.heappush, heapq.heappop  # local names: looked up once
 
-        def push(f):
-            if f is not None and f not in seen:
-                seen.add(f)
-                heapq.heappush(pending, (-f.generation, next(order), f))
-
-        push(self.creator)
-        while pending:
-            f = heapq.heappop(pending)[2]
-            gys = [output().grad for output in f.outputs]
-            with using_config("enable_backprop", create_graph):
-                gxs = f.backward(*gys)
+        # The backward pass builds a graph only when asked to (create_graph).
+        # One switch for the whole pass, restored even if a backward raises,
+        # rather than a ``with using_config(...)`` block for every Function.
+        enable_backprop = Config.enable_backprop
+        Config.enable_backprop = create_graph
+        try:
+            while pending:
+                f = heappop(pending)[2]
+                outputs = f.outputs
+                if len(outputs) == 1:  # the common case, without building a list
+                    gxs = f.backward(outputs[0]().grad)
+                else:
+                    gxs = f.backward(*[output().grad for output in outputs])
                 if not isinstance(gxs, tuple):
                     gxs = (gxs,)
+                # zip: a backward may return fewer gradients than inputs (a
+                # loss returns none for its labels), as in DeZero.
                 for x, gx in zip(f.inputs, gxs):
+                    if gx is None:
+                        continue  # this input gets no gradient
+                    if not isinstance(gx, Variable) or gx.data.shape != x.data.shape:
+                        gx = _check_gradient(gx, x, f"{type(f).__name__}.backward")
                     x.grad = gx if x.grad is None else x.grad + gx
-                    push(x.creator)
-            if not retain_grad:
-                for output in f.outputs:
-                    output().grad = None  # passed on to the inputs; nobody reads it again
+                    creator = x.creator
+                    if creator is not None and creator not in seen:
+                        seen.add(creator)
+                        heappush(pending, (-creator.generation, next(order), creator))
+                if not retain_grad:
+                    for output in outputs:
+                        output().grad = None  # passed on to the inputs; nobody reads it again
+        finally:
+            Config.enable_backprop = enable_backprop
 
     def reshape(self, *shape):
         if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
@@ -199,29 +248,85 @@ def as_variable(obj):
     return obj if isinstance(obj, Variable) else Variable(as_array(obj))
 
 
+def _output_array(func, y):
+    """The array of an output that ``func.forward`` returned as something
+    other than an ndarray: a number becomes a 0-d array, anything else is an
+    error that names the Function."""
+    if isinstance(y, np.ndarray):  # a subclass of ndarray
+        return y
+    if np.isscalar(y):
+        return np.array(y)
+    raise TypeError(
+        f"{type(func).__name__}.forward must return numpy arrays (or a tuple of them), "
+        f"got {type(y).__name__}"
+    )
+
+
+def _check_gradient(gx, x, where):
+    """The gradient ``gx`` for the Variable ``x``, checked: a Variable (an
+    array is wrapped) holding an array of x's shape. Called only when the fast
+    test in backward fails, or on a grad that the user set, so it can afford
+    a clear message saying where the bad gradient came from."""
+    if isinstance(gx, np.ndarray):
+        gx = Variable(gx)
+    elif not isinstance(gx, Variable):
+        raise TypeError(f"{where}: a gradient must be a Variable or a numpy array, got {type(gx).__name__}")
+    if not isinstance(gx.data, np.ndarray):
+        raise TypeError(f"{where}: the gradient holds {type(gx.data).__name__}, not a numpy array")
+    if gx.data.shape != x.data.shape:
+        raise ValueError(
+            f"{where}: gradient of shape {gx.data.shape} for a Variable of shape {x.data.shape}"
+            + (f" ({x.name})" if x.name else "")
+        )
+    if gx.data.dtype != x.data.dtype and not (
+        np.issubdtype(x.data.dtype, np.integer) or np.issubdtype(x.data.dtype, np.bool_)
+    ):
+        raise TypeError(
+            f"{where}: gradient of dtype {gx.data.dtype} for a Variable of dtype {x.data.dtype}"
+        )
+    return gx
+
+
 # --- Function ---------------------------------------------------------------------
 class Function:
     """An operation of the graph. Subclasses define ``forward`` on arrays and
     ``backward`` on Variables (so that backward itself can be differentiated).
     """
 
+    # The attributes that the graph needs, in slots (see Variable). Subclasses
+    # that store more in ``forward`` (shapes, masks) get a ``__dict__`` for
+    # those automatically, since they do not declare ``__slots__`` themselves.
+    __slots__ = ("inputs", "outputs", "generation", "__weakref__")
+
     def __call__(self, *inputs):
-        inputs = [as_variable(x) for x in inputs]
-        xs = [x.data for x in inputs]
+        # Inputs are Variables in almost every call; only arrays and Python
+        # numbers (``x * 2``) go through as_variable.
+        inputs = [x if isinstance(x, Variable) else as_variable(x) for x in inputs]
         try:
-            ys = self.forward(*xs)
+            ys = self.forward(*[x.data for x in inputs])
         except ValueError as e:
-            shapes = ", ".join(str(x.shape) for x in xs)
+            shapes = ", ".join(str(x.data.shape) for x in inputs)
             raise ValueError(f"{type(self).__name__}: inputs of shapes {shapes}: {e}") from e
-        if not isinstance(ys, tuple):
-            ys = (ys,)
-        outputs = [Variable(as_array(y)) for y in ys]
+        # One output is the common case. ``type(y) is np.ndarray`` is the fast
+        # test; numpy scalars (what ufuncs return for 0-d arrays) and anything
+        # else go through _output_array, which converts or explains.
+        if isinstance(ys, tuple):
+            outputs = [Variable(y if type(y) is np.ndarray else _output_array(self, y)) for y in ys]
+        else:
+            outputs = [Variable(ys if type(ys) is np.ndarray else _output_array(self, ys))]
         if Config.enable_backprop:  # only backward needs the graph
-            self.generation = max(x.generation for x in inputs)
+            if len(inputs) == 1:
+                self.generation = generation = inputs[0].generation
+            else:
+                self.generation = generation = max([x.generation for x in inputs], default=0)
             for output in outputs:
-                output.set_creator(self)
+                output.creator = self  # what set_creator does, without a call per output
+                output.generation = generation + 1
             self.inputs = inputs
             self.outputs = [weakref.ref(output) for output in outputs]  # no cycle
+        else:
+            for output in outputs:
+                output.made_without_graph = True  # so that backward() can explain
         return outputs if len(outputs) > 1 else outputs[0]
 
     def forward(self, *xs):
@@ -343,3 +448,7 @@ def setup_variable():
     Variable.__pow__ = pow
     Variable.__matmul__ = functions.matmul
     Variable.__rmatmul__ = lambda self, other: functions.matmul(other, self)
+    Variable.__getitem__ = functions.get_item
+    Variable.matmul = Variable.dot = functions.matmul
+    Variable.max = functions.max
+    Variable.min = functions.min

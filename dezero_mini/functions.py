@@ -2,12 +2,50 @@
 
 Each ``backward`` is written with Variables and these same functions, so the
 backward pass can itself be differentiated (``backward(create_graph=True)``).
+Constants that a backward needs (masks of relu, clip, max, dropout) are plain
+arrays: they take part in the product but have no gradient of their own.
+
+Memory notes, since this is a course about memory:
+
+* a Function keeps its inputs (``self.inputs``) only while a graph is built;
+  what else it stores on ``self`` in ``forward`` lives as long as the graph, so
+  forwards store shapes and small masks, never intermediate arrays;
+* functions whose derivative is easiest in terms of the output (exp, tanh,
+  sigmoid, softmax) read it through the weak reference ``self.outputs[0]()``:
+  the output is alive whenever its gradient is being computed;
+* ``linear`` and ``softmax_cross_entropy`` are single Functions, so the graph
+  holds neither ``x @ W`` nor the probabilities between forward and backward.
 """
 import numpy as np
 
 from dezero_mini import utils
-from dezero_mini.core import Function, as_variable
-from dezero_mini.core import add, div, mul, neg, pow, rdiv, rsub, sub  # noqa: F401 (re-exported)
+from dezero_mini.core import (  # noqa: F401 (re-exported)
+    Config,
+    Function,
+    Variable,
+    add,
+    as_array,
+    as_variable,
+    div,
+    mul,
+    neg,
+    pow,
+    rdiv,
+    rsub,
+    sub,
+)
+
+
+def _data(x):
+    """The array behind a Variable, or the array itself."""
+    return x.data if isinstance(x, Variable) else x
+
+
+def _const(value, like):
+    """A 0-d array of ``like``'s dtype: a bare Python number would become a
+    float64 array in a Variable operation and turn float32 gradients into
+    float64 (NumPy 2 promotes 0-d arrays like any other array)."""
+    return np.asarray(value, dtype=like.dtype)
 
 
 # --- Element-wise -----------------------------------------------------------------
@@ -17,7 +55,7 @@ class Square(Function):
 
     def backward(self, gy):
         (x,) = self.inputs
-        return 2 * x * gy
+        return _const(2, x) * x * gy
 
 
 class Exp(Function):
@@ -61,7 +99,7 @@ class Tanh(Function):
 
     def backward(self, gy):
         y = self.outputs[0]()
-        return gy * (1 - y * y)
+        return gy * (_const(1, y) - y * y)
 
 
 class Sigmoid(Function):
@@ -70,7 +108,47 @@ class Sigmoid(Function):
 
     def backward(self, gy):
         y = self.outputs[0]()
-        return gy * y * (1 - y)
+        return gy * y * (_const(1, y) - y)
+
+
+class ReLU(Function):
+    def forward(self, x):
+        return np.maximum(x, 0).astype(x.dtype, copy=False)
+
+    def backward(self, gy):
+        (x,) = self.inputs
+        return gy * (x.data > 0)
+
+
+class LeakyReLU(Function):
+    def __init__(self, slope):
+        self.slope = slope
+
+    def forward(self, x):
+        return np.where(x > 0, x, x * self.slope).astype(x.dtype, copy=False)
+
+    def backward(self, gy):
+        (x,) = self.inputs
+        return gy * np.where(x.data > 0, 1.0, self.slope).astype(gy.dtype, copy=False)
+
+
+class Clip(Function):
+    def __init__(self, x_min, x_max):
+        if x_min is not None and x_max is not None and np.any(np.asarray(x_min) > np.asarray(x_max)):
+            raise ValueError(f"Clip: x_min ({x_min}) is greater than x_max ({x_max})")
+        self.x_min, self.x_max = x_min, x_max
+
+    def forward(self, x):
+        return np.clip(x, self.x_min, self.x_max)
+
+    def backward(self, gy):
+        (x,) = self.inputs
+        inside = np.ones(x.shape, dtype=bool)
+        if self.x_min is not None:
+            inside &= x.data >= self.x_min
+        if self.x_max is not None:
+            inside &= x.data <= self.x_max
+        return gy * inside
 
 
 def square(x):
@@ -101,6 +179,56 @@ def sigmoid(x):
     return Sigmoid()(x)
 
 
+def relu(x):
+    return ReLU()(x)
+
+
+def leaky_relu(x, slope=0.2):
+    return LeakyReLU(slope)(x)
+
+
+def clip(x, x_min, x_max):
+    """Limit ``x`` to ``[x_min, x_max]``; the gradient is zero where it was cut."""
+    return Clip(x_min, x_max)(x)
+
+
+# --- Softmax ----------------------------------------------------------------------
+class Softmax(Function):
+    def __init__(self, axis=1):
+        self.axis = axis
+
+    def forward(self, x):
+        y = x - x.max(axis=self.axis, keepdims=True)  # exp() cannot overflow
+        np.exp(y, out=y)
+        y /= y.sum(axis=self.axis, keepdims=True)
+        return y
+
+    def backward(self, gy):
+        y = self.outputs[0]()
+        gx = y * gy
+        return gx - y * sum(gx, axis=self.axis, keepdims=True)
+
+
+class LogSoftmax(Function):
+    def __init__(self, axis=1):
+        self.axis = axis
+
+    def forward(self, x):
+        return x - utils.logsumexp(x, self.axis)
+
+    def backward(self, gy):
+        y = self.outputs[0]()
+        return gy - exp(y) * sum(gy, axis=self.axis, keepdims=True)
+
+
+def softmax(x, axis=1):
+    return Softmax(axis)(x)
+
+
+def log_softmax(x, axis=1):
+    return LogSoftmax(axis)(x)
+
+
 # --- Shapes -----------------------------------------------------------------------
 class Reshape(Function):
     def __init__(self, shape):
@@ -128,40 +256,53 @@ class Transpose(Function):
         return transpose(gy, inverse)
 
 
-def reshape(x, shape):
-    if x.shape == shape:
-        return as_variable(x)
-    return Reshape(shape)(x)
+def _plain_index(slices):
+    """``slices`` with Variables replaced by their arrays (index with a Variable
+    of labels, as ``x[np.arange(N), t]``)."""
+    if isinstance(slices, tuple):
+        return tuple(_data(s) for s in slices)
+    return _data(slices)
 
 
-def transpose(x, axes=None):
-    return Transpose(axes)(x)
+def _is_basic_index(slices):
+    """True when indexing selects each element at most once (no index arrays):
+    the gradient can then be assigned instead of scatter-added."""
+    parts = slices if isinstance(slices, tuple) else (slices,)
+    return all(p is None or p is Ellipsis or isinstance(p, (int, np.integer, slice)) for p in parts)
 
 
-# --- Sums and broadcasting ---------------------------------------------------------------
-class Sum(Function):
-    def __init__(self, axis=None, keepdims=False):
-        self.axis, self.keepdims = axis, keepdims
-
-    def forward(self, x):
-        self.x_shape = x.shape
-        return x.sum(axis=self.axis, keepdims=self.keepdims)
-
-    def backward(self, gy):
-        gy = utils.reshape_sum_backward(gy, self.x_shape, self.axis, self.keepdims)
-        return broadcast_to(gy, self.x_shape)
-
-
-class SumTo(Function):
-    def __init__(self, shape):
-        self.shape = shape
+class GetItem(Function):
+    def __init__(self, slices):
+        self.slices = slices
 
     def forward(self, x):
         self.x_shape = x.shape
-        return utils.sum_to(x, self.shape)
+        y = x[self.slices]
+        # Basic indexing returns a view, which would keep all of x alive for
+        # as long as y is; a copy holds only the selected elements.
+        return y.copy() if isinstance(y, np.ndarray) and y.base is not None else y
 
     def backward(self, gy):
-        return broadcast_to(gy, self.x_shape)
+        return GetItemGrad(self.slices, self.x_shape)(gy)
+
+
+class GetItemGrad(Function):
+    """The gradient of ``x[slices]``: ``gy`` scatter-added into zeros of
+    ``x``'s shape (an element selected twice gets both gradients)."""
+
+    def __init__(self, slices, in_shape):
+        self.slices, self.in_shape = slices, in_shape
+
+    def forward(self, gy):
+        gx = np.zeros(self.in_shape, dtype=gy.dtype)
+        if _is_basic_index(self.slices):
+            gx[self.slices] = gy
+        else:
+            np.add.at(gx, self.slices, gy)
+        return gx
+
+    def backward(self, ggx):
+        return get_item(ggx, self.slices)
 
 
 class BroadcastTo(Function):
@@ -176,20 +317,122 @@ class BroadcastTo(Function):
         return sum_to(gy, self.x_shape)
 
 
-def sum(x, axis=None, keepdims=False):
-    return Sum(axis, keepdims)(x)
+class SumTo(Function):
+    def __init__(self, shape):
+        self.shape = shape
+
+    def forward(self, x):
+        self.x_shape = x.shape
+        return utils.sum_to(x, self.shape)
+
+    def backward(self, gy):
+        return broadcast_to(gy, self.x_shape)
+
+
+def _as_shape(shape):
+    return (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+
+
+def reshape(x, shape):
+    shape = _as_shape(shape)
+    if x.shape == shape:
+        return as_variable(x)
+    return Reshape(shape)(x)
+
+
+def transpose(x, axes=None):
+    return Transpose(axes)(x)
+
+
+def get_item(x, slices):
+    """``x[slices]`` (any numpy index); its gradient scatters back into x."""
+    return GetItem(_plain_index(slices))(x)
+
+
+def expand_dims(x, axis):
+    x = as_variable(x)
+    shape = list(x.shape)
+    shape.insert(axis if axis >= 0 else len(shape) + axis + 1, 1)
+    return reshape(x, tuple(shape))
+
+
+def flatten(x):
+    """Keep the first axis (the batch), flatten the others."""
+    x = as_variable(x)
+    return reshape(x, (x.shape[0], -1))
+
+
+def broadcast_to(x, shape):
+    shape = _as_shape(shape)
+    if x.shape == shape:
+        return as_variable(x)
+    return BroadcastTo(shape)(x)
 
 
 def sum_to(x, shape):
+    shape = _as_shape(shape)
     if x.shape == shape:
         return as_variable(x)
     return SumTo(shape)(x)
 
 
-def broadcast_to(x, shape):
-    if x.shape == shape:
-        return as_variable(x)
-    return BroadcastTo(shape)(x)
+# --- Reductions -------------------------------------------------------------------
+class Sum(Function):
+    def __init__(self, axis=None, keepdims=False):
+        self.axis, self.keepdims = axis, keepdims
+
+    def forward(self, x):
+        self.x_shape = x.shape
+        return x.sum(axis=self.axis, keepdims=self.keepdims)
+
+    def backward(self, gy):
+        gy = utils.reshape_sum_backward(gy, self.x_shape, self.axis, self.keepdims)
+        return broadcast_to(gy, self.x_shape)
+
+
+class Max(Function):
+    """The gradient goes to the elements equal to the maximum (to each of
+    them when there is a tie)."""
+
+    _reduce = staticmethod(np.max)
+
+    def __init__(self, axis=None, keepdims=False):
+        self.axis, self.keepdims = axis, keepdims
+
+    def forward(self, x):
+        return self._reduce(x, axis=self.axis, keepdims=self.keepdims)
+
+    def backward(self, gy):
+        (x,) = self.inputs
+        # Recomputed rather than stored at forward: no mask lives in the graph.
+        extreme = self._reduce(x.data, axis=self.axis, keepdims=True)
+        gy = utils.reshape_sum_backward(gy, x.shape, self.axis, self.keepdims)
+        return broadcast_to(gy, x.shape) * (x.data == extreme)
+
+
+class Min(Max):
+    _reduce = staticmethod(np.min)
+
+
+def sum(x, axis=None, keepdims=False):
+    return Sum(axis, keepdims)(x)
+
+
+def max(x, axis=None, keepdims=False):
+    return Max(axis, keepdims)(x)
+
+
+def min(x, axis=None, keepdims=False):
+    return Min(axis, keepdims)(x)
+
+
+def average(x, axis=None, keepdims=False):
+    x = as_variable(x)
+    y = sum(x, axis, keepdims)
+    return y * _const(y.data.size / x.data.size, y)
+
+
+mean = average
 
 
 # --- Linear algebra ----------------------------------------------------------------------
@@ -202,14 +445,36 @@ class MatMul(Function):
         return matmul(gy, W.T), matmul(x.T, gy)
 
 
+class Linear(Function):
+    """``x @ W + b`` as one Function: the product ``x @ W`` is never a node of
+    the graph, so it is freed as soon as the bias has been added."""
+
+    def forward(self, x, W, b=None):
+        y = x @ W
+        if b is not None:
+            if np.broadcast_shapes(y.shape, b.shape) == y.shape and np.can_cast(
+                b.dtype, y.dtype, casting="same_kind"
+            ):
+                y += b  # in place: no second (N, out) array
+            else:
+                y = y + b
+        return y
+
+    def backward(self, gy):
+        x, W = self.inputs[:2]
+        gx, gW = matmul(gy, W.T), matmul(x.T, gy)
+        if len(self.inputs) == 2:
+            return gx, gW
+        return gx, gW, sum_to(gy, self.inputs[2].shape)
+
+
 def matmul(x, W):
     return MatMul()(x, W)
 
 
 def linear(x, W, b=None):
-    """``x @ W + b`` (the bias broadcast over the batch)."""
-    y = matmul(x, W)
-    return y if b is None else y + b
+    """``x @ W + b`` (the bias broadcast over the batch), one node of the graph."""
+    return Linear()(x, W) if b is None else Linear()(x, W, b)
 
 
 # --- Losses ------------------------------------------------------------------------------
@@ -223,9 +488,88 @@ class MeanSquaredError(Function):
     def backward(self, gy):
         x0, x1 = self.inputs
         diff = x0 - x1
-        gx0 = gy * diff * (2.0 / diff.size)
+        gx0 = gy * diff * _const(2.0 / diff.size, diff)
         return gx0, -gx0
 
 
 def mean_squared_error(x0, x1):
     return MeanSquaredError()(x0, x1)
+
+
+def _check_labels(name, x, t):
+    """Labels for a batch of scores ``x`` of shape (N, C): N integers in [0, C)."""
+    if not np.issubdtype(t.dtype, np.integer):
+        raise TypeError(f"{name}: labels t must be integers (class indices), got dtype {t.dtype}")
+    if x.ndim != 2:
+        raise ValueError(f"scores x must be 2-D (batch, classes), got shape {x.shape}")
+    n, c = x.shape
+    if t.size != n or (t.ndim > 1 and t.shape != (n, 1)):
+        raise ValueError(f"labels t must hold one class index per row of x ({n}), got shape {t.shape}")
+    if n and (t.min() < 0 or t.max() >= c):
+        raise ValueError(f"labels t must be in [0, {c}), got values from {t.min()} to {t.max()}")
+
+
+class SoftmaxCrossEntropy(Function):
+    """Mean over the batch of ``-log softmax(x)[i, t[i]]``, computed through
+    logsumexp so that large scores neither overflow nor give log(0)."""
+
+    def forward(self, x, t):
+        _check_labels("SoftmaxCrossEntropy", x, t)
+        n = x.shape[0]
+        log_z = utils.logsumexp(x, axis=1)  # (N, 1)
+        picked = x[np.arange(n), t.ravel()] - log_z.ravel()
+        return np.array(-picked.sum() / n, dtype=x.dtype)
+
+    def backward(self, gy):
+        x, t = self.inputs
+        n = x.shape[0]
+        one_hot = np.zeros(x.shape, dtype=x.dtype)
+        one_hot[np.arange(n), t.data.ravel()] = 1
+        return (softmax(x) - one_hot) * (gy * _const(1.0 / n, x))  # the labels get no gradient
+
+
+def softmax_cross_entropy(x, t):
+    """Cross-entropy of the scores ``x`` (N, C) against integer labels ``t`` (N,)."""
+    return SoftmaxCrossEntropy()(x, t)
+
+
+def accuracy(y, t):
+    """Fraction of rows of ``y`` whose largest score is at the label ``t``: a
+    Variable, but not a node of any graph (accuracy has no gradient)."""
+    y, t = _data(y), _data(t)
+    if y.ndim != 2 or t.size != y.shape[0]:
+        raise ValueError(
+            f"accuracy: needs scores y of shape (N, classes) and N labels t, "
+            f"got shapes {y.shape} and {t.shape}"
+        )
+    pred = y.argmax(axis=1)
+    return Variable(as_array((pred == t.ravel()).mean()))
+
+
+# --- Regularisation ---------------------------------------------------------------
+class Dropout(Function):
+    """Inverted dropout: zero each element with probability ``ratio`` and scale
+    the others by ``1 / (1 - ratio)``, so that test time needs no rescaling."""
+
+    def __init__(self, ratio):
+        self.ratio = ratio
+
+    def forward(self, x):
+        keep = np.random.rand(*x.shape) > self.ratio  # numpy's global RNG, as DeZero
+        self.scale = np.asarray(1.0 / (1.0 - self.ratio), dtype=x.dtype)
+        self.mask = keep  # one byte an element, kept for backward
+        y = x * keep
+        y *= self.scale
+        return y
+
+    def backward(self, gy):
+        return gy * self.mask * self.scale
+
+
+def dropout(x, dropout_ratio=0.5):
+    """Dropout in training (``Config.train``); the identity in ``test_mode()``."""
+    if not 0.0 <= dropout_ratio < 1.0:
+        raise ValueError(f"dropout: dropout_ratio must be in [0, 1), got {dropout_ratio}")
+    if not Config.train:
+        return as_variable(x)
+    return Dropout(dropout_ratio)(x)

@@ -1,0 +1,232 @@
+"""How fast is dezero_mini per operation, next to PyTorch on the CPU?
+
+Prints figures; it is not a test (timings depend on the machine). Run:
+
+    .venv/bin/python benchmarks/bench_ops.py            # everything
+    .venv/bin/python benchmarks/bench_ops.py --quick    # fewer repeats
+
+PyTorch is optional (``pip install -e .[torch]``); without it only
+dezero_mini's figures are printed. Both frameworks compute in float64 on one
+CPU thread, so that the comparison is about the framework, not the arithmetic.
+
+1. chain: forward + backward of a long chain of cheap element-wise ops on a
+   10-element array (``y = sin(y * a + b)`` repeated), in microseconds per
+   operation. The arrays are tiny on purpose: what is timed is the
+   framework's own work per op (making Variables and Functions, linking the
+   graph, walking it backward), not numpy's.
+2. mlp: one training step (forward, backward, SGD update) of a 784-1000-10
+   MLP with a sigmoid hidden layer on a batch of 100, in milliseconds. Here
+   the matrix products dominate and both frameworks should be close.
+3. scaling: backward time per function for chains of 1k, 10k and 100k
+   functions: flat if backward is linear (or n log n with a tiny log term).
+"""
+import argparse
+import gc
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import dezero_mini as dz  # noqa: E402
+import dezero_mini.functions as F  # noqa: E402
+
+try:
+    import torch
+except ImportError:  # the optional extra: pip install -e .[torch]
+    torch = None
+else:
+    torch.set_num_threads(1)  # dezero_mini runs numpy on tiny arrays: one thread each, fair
+
+N_ELEMENTS = 10
+
+
+def timed(fn, repeats, warmup=2):
+    """Median wall time of ``fn()`` in seconds, after ``warmup`` untimed calls.
+
+    The cyclic collector is off while timing (as in ``timeit``): its pauses
+    land at random in one repeat or another and say nothing about the op."""
+    for _ in range(warmup):
+        fn()
+    times = []
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        for _ in range(repeats):
+            start = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - start)
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return statistics.median(times)
+
+
+# --- 1. the chain ----------------------------------------------------------------------
+def dezero_chain(n_ops):
+    """forward + backward of n_ops element-wise ops (n_ops // 3 rounds of mul, add, sin)."""
+    rng = np.random.RandomState(0)
+    a = dz.Variable(rng.rand(N_ELEMENTS) * 0.5 + 0.5)
+    b = dz.Variable(rng.rand(N_ELEMENTS) * 0.1)
+    x0 = rng.rand(N_ELEMENTS)
+
+    def run():
+        x = dz.Variable(x0)
+        y = x
+        for _ in range(n_ops // 3):
+            y = F.sin(y * a + b)
+        y.backward()
+        return x.grad
+
+    return run
+
+
+def torch_chain(n_ops):
+    gen = torch.Generator().manual_seed(0)
+    a = torch.rand(N_ELEMENTS, generator=gen, dtype=torch.float64) * 0.5 + 0.5
+    b = torch.rand(N_ELEMENTS, generator=gen, dtype=torch.float64) * 0.1
+    x0 = torch.rand(N_ELEMENTS, generator=gen, dtype=torch.float64)
+
+    def run():
+        x = x0.clone().requires_grad_(True)
+        y = x
+        for _ in range(n_ops // 3):
+            y = torch.sin(y * a + b)
+        y.backward(torch.ones_like(y))
+        return x.grad
+
+    return run
+
+
+def check_same_gradient(n_ops=300):
+    """Both frameworks compute the same thing (or the comparison means nothing)."""
+    ours = dezero_chain(n_ops)().data
+    theirs = torch_chain(n_ops)().numpy()
+    # The inputs come from different generators: compare with the same inputs instead.
+    rng = np.random.RandomState(0)
+    a, b, x0 = rng.rand(N_ELEMENTS) * 0.5 + 0.5, rng.rand(N_ELEMENTS) * 0.1, rng.rand(N_ELEMENTS)
+    x = torch.tensor(x0, requires_grad=True)
+    y = x
+    for _ in range(n_ops // 3):
+        y = torch.sin(y * torch.tensor(a) + torch.tensor(b))
+    y.backward(torch.ones_like(y))
+    np.testing.assert_allclose(ours, x.grad.numpy(), rtol=1e-10)
+    return theirs is not None
+
+
+# --- 2. the MLP training step ------------------------------------------------------------
+def dezero_mlp_step(batch=100, sizes=(784, 1000, 10), lr=0.01):
+    rng = np.random.RandomState(0)
+    W1 = dz.Variable(rng.randn(sizes[0], sizes[1]) * 0.01)
+    b1 = dz.Variable(np.zeros(sizes[1]))
+    W2 = dz.Variable(rng.randn(sizes[1], sizes[2]) * 0.01)
+    b2 = dz.Variable(np.zeros(sizes[2]))
+    params = [W1, b1, W2, b2]
+    x = dz.Variable(rng.rand(batch, sizes[0]))
+    t = dz.Variable(rng.rand(batch, sizes[2]))
+
+    def step():
+        for p in params:
+            p.cleargrad()
+        h = F.sigmoid(F.linear(x, W1, b1))
+        y = F.linear(h, W2, b2)
+        loss = F.mean_squared_error(y, t)
+        loss.backward()
+        for p in params:
+            p.data -= lr * p.grad.data
+        return loss
+
+    return step
+
+
+def torch_mlp_step(batch=100, sizes=(784, 1000, 10), lr=0.01):
+    rng = np.random.RandomState(0)
+    W1 = torch.tensor(rng.randn(sizes[0], sizes[1]) * 0.01, requires_grad=True)
+    b1 = torch.zeros(sizes[1], dtype=torch.float64, requires_grad=True)
+    W2 = torch.tensor(rng.randn(sizes[1], sizes[2]) * 0.01, requires_grad=True)
+    b2 = torch.zeros(sizes[2], dtype=torch.float64, requires_grad=True)
+    params = [W1, b1, W2, b2]
+    x = torch.tensor(rng.rand(batch, sizes[0]))
+    t = torch.tensor(rng.rand(batch, sizes[2]))
+
+    def step():
+        for p in params:
+            p.grad = None
+        h = torch.sigmoid(x @ W1 + b1)
+        y = h @ W2 + b2
+        loss = torch.mean((y - t) ** 2)
+        loss.backward()
+        with torch.no_grad():
+            for p in params:
+                p -= lr * p.grad
+        return loss
+
+    return step
+
+
+# --- 3. backward scaling ------------------------------------------------------------------
+def dezero_backward_only(n_funcs, repeats):
+    """Median backward time of a chain of n_funcs functions (the forward is not timed)."""
+    rng = np.random.RandomState(0)
+    times = []
+    for _ in range(repeats):
+        x = dz.Variable(rng.rand(N_ELEMENTS))
+        y = x
+        for _ in range(n_funcs // 2):
+            y = F.sin(y) * x  # 2 functions, and a fan-in at x: the heap has real work
+        gc.disable()
+        start = time.perf_counter()
+        y.backward()
+        times.append(time.perf_counter() - start)
+        gc.enable()
+        del x, y
+    return statistics.median(times)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer repeats")
+    parser.add_argument("--ops", type=int, default=999, help="ops in the chain (default 999)")
+    args = parser.parse_args(argv)
+    repeats = 5 if args.quick else 21
+
+    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, "
+          f"torch {torch.__version__ if torch else 'not installed'} (1 thread)")
+    if torch is not None:
+        check_same_gradient()
+
+    # 1. chain
+    n = args.ops
+    ours = timed(dezero_chain(n), repeats) / n * 1e6
+    print(f"\nchain of {n} element-wise ops on {N_ELEMENTS} float64, forward + backward, µs per op:")
+    print(f"  dezero_mini {ours:8.2f}")
+    if torch is not None:
+        theirs = timed(torch_chain(n), repeats) / n * 1e6
+        print(f"  torch       {theirs:8.2f}")
+        print(f"  ratio dezero_mini / torch: {ours / theirs:.2f}")
+    else:
+        print("  torch       not installed")
+
+    # 2. MLP
+    mlp_repeats = 5 if args.quick else 15
+    ours = timed(dezero_mlp_step(), mlp_repeats) * 1e3
+    print("\nMLP 784-1000-10, sigmoid, MSE, batch 100, one SGD step, ms:")
+    print(f"  dezero_mini {ours:8.2f}")
+    if torch is not None:
+        theirs = timed(torch_mlp_step(), mlp_repeats) * 1e3
+        print(f"  torch       {theirs:8.2f}")
+        print(f"  ratio dezero_mini / torch: {ours / theirs:.2f}")
+    else:
+        print("  torch       not installed")
+
+    # 3. scaling
+    print("\nbackward of a chain of n functions (dezero_mini), µs per function:")
+    for n_funcs, reps in ((1_000, 9), (10_000, 5), (100_000, 3 if not args.quick else 1)):
+        t = dezero_backward_only(n_funcs, reps)
+        print(f"  n = {n_funcs:>7,}: {t / n_funcs * 1e6:6.2f} µs/function  ({t * 1e3:8.1f} ms in all)")
+
+
+if __name__ == "__main__":
+    main()

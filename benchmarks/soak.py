@@ -1,0 +1,47 @@
+"""Train the standard Workload on dezero_mini for many batches and show that
+memory stays flat: live Variables/Functions and tracemalloc's current bytes
+at the start and the end, and the slope of the bytes per batch.
+
+    .venv/bin/python benchmarks/soak.py [--batches 10000]
+"""
+import argparse
+import gc
+import tracemalloc
+
+import numpy as np
+
+import dezero_mini
+from dezero_mini.memory import Workload
+from dezero_mini.memory.counting import count_live_objects
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--batches", type=int, default=10_000)
+    args = parser.parse_args(argv)
+    workload = Workload(dezero_mini)
+    gc.collect()
+    gc.disable()  # reference counting alone must free every graph
+    tracemalloc.start()
+    traced, marks = [], max(1, args.batches // 100)
+    try:
+        for i in range(args.batches):
+            loss = workload.train_step(i)
+            if i % marks == 0 or i == args.batches - 1:
+                traced.append((i, tracemalloc.get_traced_memory()[0]))
+                if i == 0:
+                    live_start = count_live_objects(dezero_mini)["total"]
+        live_end = count_live_objects(dezero_mini)["total"]
+    finally:
+        tracemalloc.stop()
+        gc.enable()
+    steps, nbytes = np.array(traced).T
+    slope = np.polyfit(steps, nbytes, 1)[0]
+    print(f"{args.batches} batches, last loss {loss:.4f}")
+    print(f"live framework objects: start {live_start}, end {live_end}")
+    print(f"tracemalloc current:    start {nbytes[0] / 1024:.1f} KiB, end {nbytes[-1] / 1024:.1f} KiB")
+    print(f"slope: {slope:.4f} bytes per batch")
+
+
+if __name__ == "__main__":
+    main()

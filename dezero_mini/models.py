@@ -1,0 +1,45 @@
+"""Models: Layers that are whole networks (``from dezero_mini import models``)."""
+from dezero_mini import functions as F
+from dezero_mini import layers as L
+from dezero_mini import utils
+from dezero_mini.layers import Layer
+
+
+class Model(Layer):
+    """A Layer that is a whole network; subclasses define ``forward``."""
+
+    def plot(self, *inputs, to_file="model.png"):
+        """Run ``forward(*inputs)`` and draw the graph that it built into
+        ``to_file`` (needs Graphviz's ``dot``)."""
+        plot_dot_graph = getattr(utils, "plot_dot_graph", None)
+        if plot_dot_graph is None:
+            raise NotImplementedError(
+                "Model.plot needs dezero_mini.utils.plot_dot_graph, which this "
+                "version does not have yet"
+            )
+        y = self.forward(*inputs)
+        return plot_dot_graph(y, verbose=True, to_file=to_file)
+
+
+class MLP(Model):
+    """A multi-layer perceptron: one Linear layer per entry of
+    ``fc_output_sizes``, with ``activation`` between them (not after the last).
+
+    The layers are the attributes ``l0``, ``l1``, ... (the keys that
+    ``save_weights`` writes: ``"l0/W"``, ``"l0/b"``, ...).
+    """
+
+    def __init__(self, fc_output_sizes, activation=F.sigmoid):
+        super().__init__()
+        self.activation = activation
+        self.layers = []
+        for i, out_size in enumerate(fc_output_sizes):
+            layer = L.Linear(out_size)
+            setattr(self, f"l{i}", layer)
+            self.layers.append(layer)
+
+    def forward(self, x):
+        *hidden, last = self.layers
+        for layer in hidden:
+            x = self.activation(layer(x))
+        return last(x)

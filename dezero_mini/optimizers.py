@@ -1,0 +1,198 @@
+"""Optimizers: update a model's Parameters from their gradients.
+
+Usage, as in DeZero::
+
+    optimizer = optimizers.SGD(lr=0.1).setup(model)
+    ...
+    model.cleargrads()
+    loss.backward()
+    optimizer.update()
+
+Every update works on the arrays in place (``param.data -= ...``), outside
+any graph: an update builds no Function and no Variable, so it adds nothing
+to memory whatever ``Config.enable_backprop`` says.
+"""
+import math
+import weakref
+
+import numpy as np
+
+from dezero_mini.core import Variable
+
+
+class Optimizer:
+    """Base class: ``update()`` runs the hooks, then ``update_one`` on every
+    parameter of the target that has a gradient (the others are skipped)."""
+
+    def __init__(self):
+        self.target = None
+        self.hooks = []
+        self._state = {}
+
+    def setup(self, target):
+        """Optimise the parameters of ``target`` (a Layer or Model). Returns
+        the optimizer, so that ``opt = SGD().setup(model)`` works."""
+        if not callable(getattr(target, "params", None)):
+            raise TypeError(
+                f"{type(self).__name__}.setup: the target must be a Layer or Model "
+                f"(something with params()), got {type(target).__name__}"
+            )
+        self.target = target
+        return self
+
+    def update(self):
+        if self.target is None:
+            raise RuntimeError(f"{type(self).__name__}.update: call setup(model) first")
+        params = [p for p in self.target.params() if p.grad is not None]
+        for hook in self.hooks:
+            hook(params)
+        for param in params:
+            self.update_one(param)
+        self._forget_dead_params()
+
+    def update_one(self, param):
+        raise NotImplementedError(f"{type(self).__name__}.update_one")
+
+    def add_hook(self, f):
+        """Add ``f(params)``, called with the list of parameters that have a
+        gradient before each update (see WeightDecay, ClipGrad)."""
+        self.hooks.append(f)
+
+    # --- Per-parameter state (momentum, running averages) ----------------------------
+    def _slot(self, param, name):
+        """The state array ``name`` of ``param``, created as zeros.
+
+        Why this does not leak: the state is keyed by ``id(param)`` next to a
+        *weak* reference to the parameter. The optimizer never keeps a
+        parameter alive by itself; when a parameter dies (a layer replaced,
+        another model set up), its entry is dropped at the end of the next
+        update. The weak reference also protects against ``id`` reuse: a new
+        parameter that happens to get a dead one's id does not inherit its
+        momentum, because the stored reference no longer points to it.
+        (Keying by the id rather than by the Parameter itself keeps this
+        independent of how Variable defines ``==`` and hashing.)
+        """
+        entry = self._state.get(id(param))
+        if entry is None or entry[0]() is not param:
+            entry = (weakref.ref(param), {})
+            self._state[id(param)] = entry
+        slots = entry[1]
+        if name not in slots:
+            slots[name] = np.zeros_like(param.data)
+        return slots[name]
+
+    def _forget_dead_params(self):
+        dead = [key for key, (ref, _) in self._state.items() if ref() is None]
+        for key in dead:
+            del self._state[key]
+
+
+class SGD(Optimizer):
+    """Plain gradient descent: ``W -= lr * grad``."""
+
+    def __init__(self, lr=0.01):
+        super().__init__()
+        self.lr = lr
+
+    def update_one(self, param):
+        param.data -= self.lr * param.grad.data
+
+
+class MomentumSGD(Optimizer):
+    """Gradient descent with momentum: ``v = momentum * v - lr * grad``,
+    ``W += v``."""
+
+    def __init__(self, lr=0.01, momentum=0.9):
+        super().__init__()
+        self.lr = lr
+        self.momentum = momentum
+
+    def update_one(self, param):
+        v = self._slot(param, "v")
+        v *= self.momentum
+        v -= self.lr * param.grad.data
+        param.data += v
+
+
+class AdaGrad(Optimizer):
+    """Per-element learning rates that shrink with the sum of the squared
+    gradients seen so far."""
+
+    def __init__(self, lr=0.001, eps=1e-8):
+        super().__init__()
+        self.lr = lr
+        self.eps = eps
+
+    def update_one(self, param):
+        grad = param.grad.data
+        h = self._slot(param, "h")
+        h += grad * grad
+        param.data -= self.lr * grad / (np.sqrt(h) + self.eps)
+
+
+class Adam(Optimizer):
+    """Adam: running averages of the gradient and of its square, with the
+    bias correction folded into the step size ``lr`` (a property of ``t``,
+    the number of updates so far)."""
+
+    def __init__(self, alpha=0.001, beta1=0.9, beta2=0.999, eps=1e-8):
+        super().__init__()
+        self.t = 0
+        self.alpha = alpha
+        self.beta1 = beta1
+        self.beta2 = beta2
+        self.eps = eps
+
+    def update(self, *args, **kwargs):
+        self.t += 1
+        super().update(*args, **kwargs)
+
+    @property
+    def lr(self):
+        correction1 = 1.0 - math.pow(self.beta1, self.t)
+        correction2 = 1.0 - math.pow(self.beta2, self.t)
+        return self.alpha * math.sqrt(correction2) / correction1
+
+    def update_one(self, param):
+        grad = param.grad.data
+        m = self._slot(param, "m")
+        v = self._slot(param, "v")
+        m += (1 - self.beta1) * (grad - m)
+        v += (1 - self.beta2) * (grad * grad - v)
+        param.data -= self.lr * m / (np.sqrt(v) + self.eps)
+
+
+# --- Hooks --------------------------------------------------------------------------------
+# A hook gives each parameter a NEW gradient Variable instead of changing the
+# old one's array in place: backward may hand the very same gradient Variable
+# to two inputs (``W + b`` passes its output gradient on unchanged to both),
+# and an in-place change would then reach both parameters, or one twice.
+
+
+class WeightDecay:
+    """L2 regularisation: adds ``rate * W`` to the gradient of every ``W``."""
+
+    def __init__(self, rate):
+        self.rate = rate
+
+    def __call__(self, params):
+        for param in params:
+            param.grad = Variable(param.grad.data + self.rate * param.data)
+
+
+class ClipGrad:
+    """Scales all gradients down together when their global L2 norm is above
+    ``max_norm``, so that it becomes ``max_norm``."""
+
+    def __init__(self, max_norm):
+        self.max_norm = max_norm
+
+    def __call__(self, params):
+        total = 0.0
+        for param in params:
+            total += float((param.grad.data.astype(np.float64) ** 2).sum())
+        total_norm = math.sqrt(total)
+        rate = self.max_norm / (total_norm + 1e-6)
+        if rate < 1:
+            for param in params:
+                param.grad = Variable(param.grad.data * rate)

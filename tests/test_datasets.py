@@ -1,0 +1,262 @@
+"""Datasets made in code, IDX files, MNIST from a cache (no network), downloads
+that fail cleanly, and the DataLoader."""
+import gzip
+import hashlib
+import urllib.error
+
+import numpy as np
+import pytest
+
+from dezero_mini import DataLoader, datasets
+from dezero_mini.datasets import (
+    IDXError,
+    DownloadError,
+    MNIST,
+    SinCurve,
+    Spiral,
+    read_idx,
+    write_idx,
+)
+
+
+# --- Made in code ---------------------------------------------------------------------
+def test_spiral_is_three_classes_of_100_float32_points_and_seeded():
+    state = np.random.get_state()
+    train = Spiral()
+    assert len(train) == 300
+    x, t = train[0]
+    assert x.shape == (2,) and x.dtype == np.float32 and np.issubdtype(type(t), np.integer)
+    assert np.bincount(train.label).tolist() == [100, 100, 100]
+    np.testing.assert_array_equal(Spiral().data, train.data)
+    assert not np.array_equal(Spiral(train=False).data, train.data)
+    assert np.abs(train.data).max() <= 1.0
+    assert np.array_equal(np.random.get_state()[1], state[1])  # global RNG untouched
+
+
+def test_sincurve_labels_are_the_next_values():
+    train = SinCurve()
+    assert len(train) == 999 and train.data.dtype == np.float32
+    np.testing.assert_array_equal(train.label[:-1], train.data[1:])
+    test = SinCurve(train=False)
+    np.testing.assert_allclose(test.data[0], [1.0])  # cos(0)
+
+
+def test_transforms_are_applied_when_read_and_index_must_be_scalar():
+    d = Spiral(transform=lambda x: x * 0, target_transform=lambda t: t + 10)
+    x, t = d[3]
+    assert not x.any() and t >= 10 and d.data[3].any()
+    with pytest.raises(TypeError):
+        d[[0, 1]]
+
+
+# --- IDX ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["a.idx", "a.idx.gz"])
+@pytest.mark.parametrize("dtype", [np.uint8, np.int16, np.float32, np.float64])
+def test_idx_round_trip(tmp_path, name, dtype):
+    array = (np.arange(24) - 3).reshape(2, 3, 4).astype(dtype) if dtype != np.uint8 else np.arange(24, dtype=np.uint8).reshape(2, 3, 4)
+    write_idx(tmp_path / name, array)
+    back = read_idx(tmp_path / name)
+    assert back.dtype == array.dtype and back.flags.writeable
+    np.testing.assert_array_equal(back, array)
+
+
+def test_idx_magic_numbers_of_mnist(tmp_path):
+    write_idx(tmp_path / "i", np.zeros((2, 28, 28), np.uint8))
+    write_idx(tmp_path / "l", np.zeros(2, np.uint8))
+    assert (tmp_path / "i").read_bytes()[:4] == (2051).to_bytes(4, "big")
+    assert (tmp_path / "l").read_bytes()[:4] == (2049).to_bytes(4, "big")
+    read_idx(tmp_path / "i", datasets.IMAGES_MAGIC)
+    with pytest.raises(IDXError, match="magic number 2049, expected 2051"):
+        read_idx(tmp_path / "l", datasets.IMAGES_MAGIC)
+
+
+def test_idx_bad_files_are_clear_errors(tmp_path):
+    write_idx(tmp_path / "ok", np.zeros((3, 4), np.uint8))
+    raw = (tmp_path / "ok").read_bytes()
+    cases = {
+        "truncated": raw[:-1],
+        "longer": raw + b"\0",
+        "too short": raw[:3],
+        "not an IDX": b"PK\x03\x04" + raw[4:],
+        "truncated header": raw[:6],
+    }
+    for message, data in cases.items():
+        (tmp_path / "bad").write_bytes(data)
+        with pytest.raises(IDXError, match=message):
+            read_idx(tmp_path / "bad")
+    (tmp_path / "bad.gz").write_bytes(gzip.compress(raw)[:-8])
+    with pytest.raises(IDXError, match="gzip"):
+        read_idx(tmp_path / "bad.gz")
+
+
+# --- Downloads and MNIST ----------------------------------------------------------------
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    monkeypatch.setenv("DEZERO_MINI_DATA", str(folder))
+
+    def no_network(url, timeout=None):
+        raise urllib.error.URLError("no network in the tests")
+
+    monkeypatch.setattr(datasets, "_urlopen", no_network)
+    return folder
+
+
+class _Response:
+    def __init__(self, payload):
+        self.payload = payload
+
+    def read(self, n=-1):
+        chunk, self.payload = self.payload[:n], self.payload[n:]
+        return chunk
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+def test_cache_dir_default_and_environment(monkeypatch, tmp_path):
+    monkeypatch.delenv("DEZERO_MINI_DATA", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert datasets.cache_dir() == tmp_path / ".dezero_mini"
+    monkeypatch.setenv("DEZERO_MINI_DATA", str(tmp_path / "x"))
+    assert datasets.cache_dir() == tmp_path / "x"
+
+
+def test_download_without_network_is_a_clear_error(cache):
+    with pytest.raises(DownloadError, match="could not download .*no network.*DEZERO_MINI_DATA"):
+        datasets.get_file("https://example.org/f.gz", sha256="0" * 64)
+    assert list(cache.iterdir()) == []  # no partial file
+
+
+def test_download_timeout_is_a_clear_error(cache, monkeypatch):
+    timeouts = []
+
+    def slow(url, timeout=None):
+        timeouts.append(timeout)
+        raise TimeoutError("timed out")
+
+    monkeypatch.setattr(datasets, "_urlopen", slow)
+    with pytest.raises(DownloadError, match="timed out"):
+        datasets.get_file("https://example.org/f.gz")
+    assert timeouts and 0 < timeouts[0] < 600
+
+
+def test_download_with_a_wrong_checksum_leaves_nothing(cache, monkeypatch):
+    monkeypatch.setattr(datasets, "_urlopen", lambda url, timeout=None: _Response(b"evil bytes"))
+    good = hashlib.sha256(b"good bytes").hexdigest()
+    with pytest.raises(DownloadError, match="SHA-256"):
+        datasets.get_file("https://example.org/f.gz", sha256=good)
+    assert list(cache.iterdir()) == []
+
+
+def test_download_with_the_right_checksum_is_cached(cache, monkeypatch):
+    calls = []
+
+    def opener(url, timeout=None):
+        calls.append(url)
+        return _Response(b"good bytes" * 100000)
+
+    monkeypatch.setattr(datasets, "_urlopen", opener)
+    good = hashlib.sha256(b"good bytes" * 100000).hexdigest()
+    path = datasets.get_file("https://example.org/f.gz", sha256=good)
+    assert path == cache / "f.gz" and path.read_bytes() == b"good bytes" * 100000
+    assert datasets.get_file("https://example.org/f.gz", sha256=good) == path
+    assert len(calls) == 1 and [p.name for p in cache.iterdir()] == ["f.gz"]
+    path.write_bytes(b"changed")
+    with pytest.raises(DownloadError, match="cached file has the wrong SHA-256"):
+        datasets.get_file("https://example.org/f.gz", sha256=good)
+
+
+def _write_mnist(folder, n_train=5, n_test=3):
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(0)
+    arrays = {
+        "train-images-idx3-ubyte.gz": rng.integers(0, 256, (n_train, 28, 28), dtype=np.uint8),
+        "train-labels-idx1-ubyte.gz": rng.integers(0, 10, n_train, dtype=np.uint8),
+        "t10k-images-idx3-ubyte.gz": rng.integers(0, 256, (n_test, 28, 28), dtype=np.uint8),
+        "t10k-labels-idx1-ubyte.gz": rng.integers(0, 10, n_test, dtype=np.uint8),
+    }
+    for name, array in arrays.items():
+        write_idx(folder / name, array)
+    sums = {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in arrays}
+    return arrays, sums
+
+
+def test_mnist_reads_the_cached_idx_files(cache, monkeypatch):
+    arrays, sums = _write_mnist(cache)
+    monkeypatch.setattr(MNIST, "sha256", sums)
+    train = MNIST(train=True)
+    assert len(train) == 5 and train.data.shape == (5, 1, 28, 28)
+    np.testing.assert_array_equal(train.data[:, 0], arrays["train-images-idx3-ubyte.gz"])
+    x, t = train[2]
+    assert x.shape == (784,) and x.dtype == np.float32 and 0 <= x.min() and x.max() <= 1
+    np.testing.assert_allclose(x * 255, arrays["train-images-idx3-ubyte.gz"][2].ravel(), rtol=1e-6)
+    assert t == arrays["train-labels-idx1-ubyte.gz"][2]
+    test = MNIST(train=False, transform=None)
+    assert len(test) == 3 and test[0][0].shape == (1, 28, 28)
+
+
+def test_mnist_checks_checksums_and_magic_numbers(cache, monkeypatch):
+    arrays, sums = _write_mnist(cache)
+    with pytest.raises(DownloadError, match="wrong SHA-256"):  # the real MNIST checksums
+        MNIST()
+    monkeypatch.setattr(MNIST, "sha256", {})
+    (cache / "train-labels-idx1-ubyte.gz").write_bytes((cache / "t10k-images-idx3-ubyte.gz").read_bytes())
+    with pytest.raises(IDXError, match="magic number 2051, expected 2049"):
+        MNIST()
+
+
+def test_mnist_without_files_or_network_is_a_clear_error(cache):
+    with pytest.raises(DownloadError, match="could not download.*train-images-idx3-ubyte.gz"):
+        MNIST()
+    assert not cache.exists() or list(cache.iterdir()) == []
+
+
+# --- DataLoader ------------------------------------------------------------------------
+class Numbers(datasets.Dataset):
+    def prepare(self):
+        self.data = np.arange(23, dtype=np.float32)[:, None]
+        self.label = np.arange(23) * 10
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_each_sample_once_per_epoch_then_stop_and_reset(shuffle):
+    loader = DataLoader(Numbers(), batch_size=5, shuffle=shuffle)
+    assert loader.max_iter == 5
+    orders = []
+    for _ in range(2):
+        seen = []
+        sizes = []
+        for x, t in loader:
+            assert isinstance(x, np.ndarray) and x.shape[1:] == (1,) and t.shape == (len(x),)
+            np.testing.assert_array_equal(t, x[:, 0] * 10)
+            seen.extend(x[:, 0].astype(int).tolist())
+            sizes.append(len(x))
+        assert sizes == [5, 5, 5, 5, 3]
+        assert sorted(seen) == list(range(23))
+        orders.append(seen)
+    if shuffle:
+        assert orders[0] != orders[1]
+    else:
+        assert orders[0] == orders[1] == list(range(23))
+    with pytest.raises(StopIteration):
+        for _ in range(6):
+            next(loader)
+
+
+def test_shuffling_is_deterministic_under_np_random_seed():
+    def epoch():
+        np.random.seed(3)
+        return [x[:, 0].tolist() for x, _ in DataLoader(Numbers(), 4)]
+
+    assert epoch() == epoch()
+
+
+def test_a_dataset_without_labels_gives_t_none():
+    d = Numbers()
+    d.label = None
+    x, t = next(iter(DataLoader(d, 4, shuffle=False)))
+    assert t is None and x.shape == (4, 1)
