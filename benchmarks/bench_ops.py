@@ -27,7 +27,13 @@ import statistics
 import sys
 import time
 
-import numpy as np
+# One BLAS thread for numpy, as for torch below: read when numpy loads, so
+# set before the import. (Without it numpy's matrix products use every core
+# and the MLP comparison would be of thread counts, not of frameworks.)
+for _variable in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_variable, "1")
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import dezero_mini as dz  # noqa: E402
@@ -43,25 +49,41 @@ else:
 N_ELEMENTS = 10
 
 
-def timed(fn, repeats, warmup=2):
-    """Median wall time of ``fn()`` in seconds, after ``warmup`` untimed calls.
+def timed(fns, repeats, warmup=2):
+    """Median wall time of each function of ``fns`` in seconds, after
+    ``warmup`` untimed calls.
 
-    The cyclic collector is off while timing (as in ``timeit``): its pauses
-    land at random in one repeat or another and say nothing about the op."""
-    for _ in range(warmup):
-        fn()
-    times = []
+    The functions take turns, one call each per round, so that a change in
+    the machine's load (another process, frequency scaling) falls on all of
+    them alike and their ratio stays fair. The cyclic collector is off while
+    timing (as in ``timeit``): its pauses land at random in one repeat or
+    another and say nothing about the op."""
+    for fn in fns:
+        for _ in range(warmup):
+            fn()
+    times = [[] for _ in fns]
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
         for _ in range(repeats):
-            start = time.perf_counter()
-            fn()
-            times.append(time.perf_counter() - start)
+            for fn, fn_times in zip(fns, times):
+                start = time.perf_counter()
+                fn()
+                fn_times.append(time.perf_counter() - start)
     finally:
         if gc_was_enabled:
             gc.enable()
-    return statistics.median(times)
+    return [statistics.median(t) for t in times]
+
+
+def print_comparison(ours, theirs, unit):
+    """dezero_mini's figure, torch's when there is one, and their ratio."""
+    print(f"  dezero_mini {ours:8.2f} {unit}")
+    if theirs is None:
+        print("  torch       not installed (pip install -e .[torch])")
+        return
+    print(f"  torch       {theirs:8.2f} {unit}")
+    print(f"  ratio dezero_mini / torch: {ours / theirs:.2f}")
 
 
 # --- 1. the chain ----------------------------------------------------------------------
@@ -199,27 +221,17 @@ def main(argv=None):
 
     # 1. chain
     n = args.ops
-    ours = timed(dezero_chain(n), repeats) / n * 1e6
-    print(f"\nchain of {n} element-wise ops on {N_ELEMENTS} float64, forward + backward, µs per op:")
-    print(f"  dezero_mini {ours:8.2f}")
-    if torch is not None:
-        theirs = timed(torch_chain(n), repeats) / n * 1e6
-        print(f"  torch       {theirs:8.2f}")
-        print(f"  ratio dezero_mini / torch: {ours / theirs:.2f}")
-    else:
-        print("  torch       not installed")
+    fns = [dezero_chain(n)] + ([torch_chain(n)] if torch is not None else [])
+    seconds = timed(fns, repeats) + [None]
+    print(f"\nchain of {n} element-wise ops on {N_ELEMENTS} float64, forward + backward:")
+    print_comparison(seconds[0] / n * 1e6, seconds[1] and seconds[1] / n * 1e6, "µs per op")
 
     # 2. MLP
     mlp_repeats = 5 if args.quick else 15
-    ours = timed(dezero_mlp_step(), mlp_repeats) * 1e3
-    print("\nMLP 784-1000-10, sigmoid, MSE, batch 100, one SGD step, ms:")
-    print(f"  dezero_mini {ours:8.2f}")
-    if torch is not None:
-        theirs = timed(torch_mlp_step(), mlp_repeats) * 1e3
-        print(f"  torch       {theirs:8.2f}")
-        print(f"  ratio dezero_mini / torch: {ours / theirs:.2f}")
-    else:
-        print("  torch       not installed")
+    fns = [dezero_mlp_step()] + ([torch_mlp_step()] if torch is not None else [])
+    seconds = timed(fns, mlp_repeats) + [None]
+    print("\nMLP 784-1000-10, sigmoid, MSE, batch 100, one SGD step:")
+    print_comparison(seconds[0] * 1e3, seconds[1] and seconds[1] * 1e3, "ms")
 
     # 3. scaling
     print("\nbackward of a chain of n functions (dezero_mini), µs per function:")

@@ -19,6 +19,8 @@ import weakref
 
 import numpy as np
 
+from dezero_mini import utils  # array helpers only: it needs nothing from this module
+
 
 # --- Configuration ----------------------------------------------------------------
 class _Config(threading.local):
@@ -161,9 +163,19 @@ class Variable:
         if self.grad is None:
             self.grad = Variable(np.ones_like(self.data))
         else:
-            self.grad = _check_gradient(self.grad, self, "backward: the grad that you set")
+            self.grad = _check_gradient(self.grad, self, Variable, "backward: the grad that you set")
         if self.creator is None:
             return  # a leaf: its gradient is its own grad, nothing to propagate
+
+        # The gradients on their way through the graph, by Variable. In an
+        # ordinary pass they are plain numpy arrays: nothing will ever
+        # differentiate them, so wrapping each in a Variable, and each
+        # product of a backward formula in a Function, would be work for
+        # nothing. With create_graph they are Variables, so that every step
+        # of the backward pass becomes a node of a new graph. The leaves get
+        # Variables either way, at the end (DeZero's ``x.grad.data``).
+        kind = Variable if create_graph else np.ndarray
+        grads = {self: self.grad if create_graph else self.grad.data}
 
         # A heap ordered by generation (newest first) visits each Function
         # once, after every Function that uses its outputs: O(log n) a push.
@@ -183,11 +195,19 @@ class Variable:
         try:
             while pending:
                 f = heappop(pending)[2]
-                outputs = f.outputs
-                if len(outputs) == 1:  # the common case, without building a list
-                    gxs = f.backward(outputs[0]().grad)
+                # Each output's gradient leaves ``grads`` as it is used: with
+                # retain_grad=False nothing else holds it, so it is freed as
+                # soon as this Function's backward has returned.
+                if len(f.outputs) == 1:  # the common case, without list comprehensions
+                    ys = (f.outputs[0](),)
+                    gys = (grads.pop(ys[0], None),)
                 else:
-                    gxs = f.backward(*[output().grad for output in outputs])
+                    ys = [ref() for ref in f.outputs]
+                    gys = [grads.pop(y, None) for y in ys]  # None: no gradient (or y is gone)
+                if create_graph or f.array_backward:
+                    gxs = f.backward(*gys)
+                else:  # a Function written for DeZero: its backward expects Variables
+                    gxs = f.backward(*[None if g is None else Variable(as_array(g)) for g in gys])
                 if not isinstance(gxs, tuple):
                     gxs = (gxs,)
                 # zip: a backward may return fewer gradients than inputs (a
@@ -195,16 +215,30 @@ class Variable:
                 for x, gx in zip(f.inputs, gxs):
                     if gx is None:
                         continue  # this input gets no gradient
-                    if not isinstance(gx, Variable) or gx.data.shape != x.data.shape:
-                        gx = _check_gradient(gx, x, f"{type(f).__name__}.backward")
-                    x.grad = gx if x.grad is None else x.grad + gx
+                    if gx.__class__ is not kind or gx.shape != x.data.shape:
+                        gx = _check_gradient(gx, x, kind, f"{type(f).__name__}.backward")
+                    g = grads.get(x)
+                    if g is not None:
+                        grads[x] = g + gx  # x is used more than once: the gradients add up
+                        continue
+                    grads[x] = gx
                     creator = x.creator
                     if creator is not None and creator not in seen:
                         seen.add(creator)
                         heappush(pending, (-creator.generation, next(order), creator))
-                if not retain_grad:
-                    for output in outputs:
-                        output().grad = None  # passed on to the inputs; nobody reads it again
+                for y, gy in zip(ys, gys):
+                    if y is not None:
+                        if not retain_grad or gy is None:
+                            y.grad = None  # passed on to the inputs; nobody reads it again
+                        else:
+                            y.grad = gy if create_graph else Variable(as_array(gy))
+            # What is left in ``grads`` belongs to the leaves (every other
+            # Variable's gradient was used by its creator). A leaf adds it to
+            # the gradient it may already have, as in DeZero and PyTorch.
+            for x, g in grads.items():
+                if kind is np.ndarray:
+                    g = Variable(as_array(g))  # (0-d arithmetic gives numpy scalars)
+                x.grad = g if x.grad is None else x.grad + g
         finally:
             Config.enable_backprop = enable_backprop
 
@@ -262,41 +296,60 @@ def _output_array(func, y):
     )
 
 
-def _check_gradient(gx, x, where):
-    """The gradient ``gx`` for the Variable ``x``, checked: a Variable (an
-    array is wrapped) holding an array of x's shape. Called only when the fast
-    test in backward fails, or on a grad that the user set, so it can afford
-    a clear message saying where the bad gradient came from."""
-    if isinstance(gx, np.ndarray):
-        gx = Variable(gx)
-    elif not isinstance(gx, Variable):
+def _check_gradient(gx, x, kind, where):
+    """The gradient ``gx`` for the Variable ``x``, checked and given in
+    ``kind`` (``np.ndarray`` or ``Variable``): an array is wrapped, a Variable
+    unwrapped, anything else, or a wrong shape or dtype, is an error. Called
+    only when the fast test in backward fails, or on a grad that the user set,
+    so it can afford a clear message saying where the bad gradient came from."""
+    if isinstance(gx, Variable):
+        array = gx.data
+    elif isinstance(gx, np.ndarray):
+        array = gx
+    elif isinstance(gx, np.generic):
+        array = np.asarray(gx)  # numpy gives scalars, not 0-d arrays, for 0-d arithmetic
+    else:
         raise TypeError(f"{where}: a gradient must be a Variable or a numpy array, got {type(gx).__name__}")
-    if not isinstance(gx.data, np.ndarray):
-        raise TypeError(f"{where}: the gradient holds {type(gx.data).__name__}, not a numpy array")
-    if gx.data.shape != x.data.shape:
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"{where}: the gradient holds {type(array).__name__}, not a numpy array")
+    if array.shape != x.data.shape:
         raise ValueError(
-            f"{where}: gradient of shape {gx.data.shape} for a Variable of shape {x.data.shape}"
+            f"{where}: gradient of shape {array.shape} for a Variable of shape {x.data.shape}"
             + (f" ({x.name})" if x.name else "")
         )
-    if gx.data.dtype != x.data.dtype and not (
+    if array.dtype != x.data.dtype and not (
         np.issubdtype(x.data.dtype, np.integer) or np.issubdtype(x.data.dtype, np.bool_)
     ):
         raise TypeError(
-            f"{where}: gradient of dtype {gx.data.dtype} for a Variable of dtype {x.data.dtype}"
+            f"{where}: gradient of dtype {array.dtype} for a Variable of dtype {x.data.dtype}"
         )
-    return gx
+    if kind is np.ndarray:
+        return array
+    return gx if isinstance(gx, Variable) else Variable(array)
 
 
 # --- Function ---------------------------------------------------------------------
 class Function:
     """An operation of the graph. Subclasses define ``forward`` on arrays and
-    ``backward`` on Variables (so that backward itself can be differentiated).
+    ``backward``, which turns the gradients of the outputs into those of the
+    inputs.
+
+    ``backward`` receives Variables, as in DeZero, so that it can itself be
+    differentiated. A Function whose class sets ``array_backward = True`` (all
+    of dezero_mini's) receives plain numpy arrays instead in an ordinary
+    backward pass, and Variables only with ``create_graph=True``. Its formula
+    is written once for both: operators (``gy * x``, ``gy @ W.T``) and methods
+    (``gy.sum(...)``, ``gy.reshape(...)``) that arrays and Variables share,
+    with the inputs and output read through ``inputs_like(gy)`` and
+    ``output_like(gy)``, which give them in the same kind as ``gy``.
     """
 
     # The attributes that the graph needs, in slots (see Variable). Subclasses
     # that store more in ``forward`` (shapes, masks) get a ``__dict__`` for
     # those automatically, since they do not declare ``__slots__`` themselves.
     __slots__ = ("inputs", "outputs", "generation", "__weakref__")
+
+    array_backward = False  # DeZero's contract: backward gets Variables
 
     def __call__(self, *inputs):
         # Inputs are Variables in almost every call; only arrays and Python
@@ -307,27 +360,51 @@ class Function:
         except ValueError as e:
             shapes = ", ".join(str(x.data.shape) for x in inputs)
             raise ValueError(f"{type(self).__name__}: inputs of shapes {shapes}: {e}") from e
-        # One output is the common case. ``type(y) is np.ndarray`` is the fast
-        # test; numpy scalars (what ufuncs return for 0-d arrays) and anything
-        # else go through _output_array, which converts or explains.
-        if isinstance(ys, tuple):
-            outputs = [Variable(y if type(y) is np.ndarray else _output_array(self, y)) for y in ys]
-        else:
-            outputs = [Variable(ys if type(ys) is np.ndarray else _output_array(self, ys))]
-        if Config.enable_backprop:  # only backward needs the graph
-            if len(inputs) == 1:
-                self.generation = generation = inputs[0].generation
+        # ``type(y) is np.ndarray`` is the fast test; numpy scalars (what
+        # ufuncs return for 0-d arrays) and anything else go through
+        # _output_array, which converts or explains.
+        if type(ys) is not tuple:
+            # One output, the common case, written out without the lists and
+            # loops of the general case below: it is the framework's own
+            # overhead on every operation.
+            output = Variable(ys if type(ys) is np.ndarray else _output_array(self, ys))
+            if Config.enable_backprop:  # only backward needs the graph
+                # (max() without default=: the keyword costs as much as the rest)
+                self.generation = max([x.generation for x in inputs]) if inputs else 0
+                output.creator = self
+                output.generation = self.generation + 1
+                self.inputs = inputs
+                self.outputs = [weakref.ref(output)]  # weak: no cycle (stage 03)
             else:
-                self.generation = generation = max([x.generation for x in inputs], default=0)
+                output.made_without_graph = True  # so that backward() can explain
+            return output
+
+        outputs = [Variable(y if type(y) is np.ndarray else _output_array(self, y)) for y in ys]
+        if Config.enable_backprop:
+            self.generation = max([x.generation for x in inputs]) if inputs else 0
             for output in outputs:
-                output.creator = self  # what set_creator does, without a call per output
-                output.generation = generation + 1
+                output.creator = self
+                output.generation = self.generation + 1
             self.inputs = inputs
-            self.outputs = [weakref.ref(output) for output in outputs]  # no cycle
+            self.outputs = [weakref.ref(output) for output in outputs]
         else:
             for output in outputs:
-                output.made_without_graph = True  # so that backward() can explain
-        return outputs if len(outputs) > 1 else outputs[0]
+                output.made_without_graph = True
+        return outputs
+
+    def inputs_like(self, gy):
+        """The inputs, in the kind of the gradient ``gy``: their arrays in an
+        ordinary backward pass, the Variables themselves when the pass builds
+        a graph (so that the formula becomes part of it)."""
+        if isinstance(gy, Variable):
+            return self.inputs
+        return [x.data for x in self.inputs]
+
+    def output_like(self, gy):
+        """The (first) output, in the kind of ``gy`` (see inputs_like). Alive
+        whenever its gradient is being computed: ``gy`` came from its user."""
+        y = self.outputs[0]()
+        return y if isinstance(gy, Variable) else y.data
 
     def forward(self, *xs):
         raise NotImplementedError(f"{type(self).__name__}.forward")
@@ -338,15 +415,20 @@ class Function:
 
 # --- Arithmetic, with broadcasting ------------------------------------------------------
 def _sum_to(gx, shape):
-    """Bring a gradient back to the shape of a broadcast input."""
+    """Bring a gradient (an array or a Variable) back to the shape of a
+    broadcast input."""
     if gx.shape == shape:
         return gx
-    from dezero_mini import functions
+    if isinstance(gx, Variable):
+        from dezero_mini import functions
 
-    return functions.sum_to(gx, shape)
+        return functions.sum_to(gx, shape)
+    return utils.sum_to(gx, shape)
 
 
 class Add(Function):
+    array_backward = True
+
     def forward(self, x0, x1):
         self.x0_shape, self.x1_shape = x0.shape, x1.shape
         return x0 + x1
@@ -356,15 +438,19 @@ class Add(Function):
 
 
 class Mul(Function):
+    array_backward = True
+
     def forward(self, x0, x1):
         return x0 * x1
 
     def backward(self, gy):
-        x0, x1 = self.inputs
+        x0, x1 = self.inputs_like(gy)
         return _sum_to(gy * x1, x0.shape), _sum_to(gy * x0, x1.shape)
 
 
 class Neg(Function):
+    array_backward = True
+
     def forward(self, x):
         return -x
 
@@ -373,6 +459,8 @@ class Neg(Function):
 
 
 class Sub(Function):
+    array_backward = True
+
     def forward(self, x0, x1):
         self.x0_shape, self.x1_shape = x0.shape, x1.shape
         return x0 - x1
@@ -382,17 +470,21 @@ class Sub(Function):
 
 
 class Div(Function):
+    array_backward = True
+
     def forward(self, x0, x1):
         return x0 / x1
 
     def backward(self, gy):
-        x0, x1 = self.inputs
+        x0, x1 = self.inputs_like(gy)
         gx0 = gy / x1
         gx1 = gy * (-x0 / x1**2)
         return _sum_to(gx0, x0.shape), _sum_to(gx1, x1.shape)
 
 
 class Pow(Function):
+    array_backward = True
+
     def __init__(self, c):
         self.c = c
 
@@ -400,7 +492,7 @@ class Pow(Function):
         return x**self.c
 
     def backward(self, gy):
-        (x,) = self.inputs
+        (x,) = self.inputs_like(gy)
         return self.c * x ** (self.c - 1) * gy
 
 

@@ -1,9 +1,12 @@
 """Differentiable functions: ``import dezero_mini.functions as F``.
 
-Each ``backward`` is written with Variables and these same functions, so the
-backward pass can itself be differentiated (``backward(create_graph=True)``).
-Constants that a backward needs (masks of relu, clip, max, dropout) are plain
-arrays: they take part in the product but have no gradient of their own.
+Each ``backward`` is written once, with operators and methods that numpy
+arrays and Variables share: it runs on arrays in an ordinary backward pass
+(fast: no Variable or Function is made for a gradient) and on Variables with
+``backward(create_graph=True)``, where the backward pass is itself
+differentiated. Constants that a backward needs (masks of relu, clip, max,
+dropout) are plain arrays: they take part in the product but have no
+gradient of their own.
 
 Memory notes, since this is a course about memory:
 
@@ -11,8 +14,8 @@ Memory notes, since this is a course about memory:
   what else it stores on ``self`` in ``forward`` lives as long as the graph, so
   forwards store shapes and small masks, never intermediate arrays;
 * functions whose derivative is easiest in terms of the output (exp, tanh,
-  sigmoid, softmax) read it through the weak reference ``self.outputs[0]()``:
-  the output is alive whenever its gradient is being computed;
+  sigmoid, softmax) read it through the weak reference ``self.outputs[0]``
+  (``output_like``): the output is alive whenever its gradient is computed;
 * ``linear`` and ``softmax_cross_entropy`` are single Functions, so the graph
   holds neither ``x @ W`` nor the probabilities between forward and backward.
 """
@@ -23,6 +26,7 @@ from dezero_mini.core import (  # noqa: F401 (re-exported)
     Config,
     Function,
     Variable,
+    _sum_to,
     add,
     as_array,
     as_variable,
@@ -48,70 +52,114 @@ def _const(value, like):
     return np.asarray(value, dtype=like.dtype)
 
 
+# A backward formula runs on arrays in an ordinary backward pass and on
+# Variables when the pass builds a graph (see Function). Operators and the
+# methods ``sum``, ``reshape``, ``transpose`` and ``T`` work on both kinds; a
+# formula that needs another function calls one of the helpers below.
+def _apply(function, *xs):
+    """``function`` applied in the kind of ``xs``: its ``forward`` alone on
+    arrays (there is no graph to build), the whole Function on Variables."""
+    if isinstance(xs[0], Variable):
+        return function(*xs)
+    return function.forward(*xs)
+
+
+def _sin(x):
+    return sin(x) if isinstance(x, Variable) else np.sin(x)
+
+
+def _cos(x):
+    return cos(x) if isinstance(x, Variable) else np.cos(x)
+
+
+def _exp(x):
+    return exp(x) if isinstance(x, Variable) else np.exp(x)
+
+
+def _broadcast_to(x, shape):
+    return x if x.shape == shape else _apply(BroadcastTo(shape), x)
+
+
 # --- Element-wise -----------------------------------------------------------------
 class Square(Function):
+    array_backward = True
+
     def forward(self, x):
         return x**2
 
     def backward(self, gy):
-        (x,) = self.inputs
+        (x,) = self.inputs_like(gy)
         return _const(2, x) * x * gy
 
 
 class Exp(Function):
+    array_backward = True
+
     def forward(self, x):
         return np.exp(x)
 
     def backward(self, gy):
-        return gy * self.outputs[0]()
+        return gy * self.output_like(gy)
 
 
 class Log(Function):
+    array_backward = True
+
     def forward(self, x):
         return np.log(x)
 
     def backward(self, gy):
-        (x,) = self.inputs
+        (x,) = self.inputs_like(gy)
         return gy / x
 
 
 class Sin(Function):
+    array_backward = True
+
     def forward(self, x):
         return np.sin(x)
 
     def backward(self, gy):
-        (x,) = self.inputs
-        return gy * cos(x)
+        (x,) = self.inputs_like(gy)
+        return gy * _cos(x)
 
 
 class Cos(Function):
+    array_backward = True
+
     def forward(self, x):
         return np.cos(x)
 
     def backward(self, gy):
-        (x,) = self.inputs
-        return gy * -sin(x)
+        (x,) = self.inputs_like(gy)
+        return gy * -_sin(x)
 
 
 class Tanh(Function):
+    array_backward = True
+
     def forward(self, x):
         return np.tanh(x)
 
     def backward(self, gy):
-        y = self.outputs[0]()
+        y = self.output_like(gy)
         return gy * (_const(1, y) - y * y)
 
 
 class Sigmoid(Function):
+    array_backward = True
+
     def forward(self, x):
         return np.tanh(x * 0.5) * 0.5 + 0.5  # overflow-free form of 1 / (1 + e^-x)
 
     def backward(self, gy):
-        y = self.outputs[0]()
+        y = self.output_like(gy)
         return gy * y * (_const(1, y) - y)
 
 
 class ReLU(Function):
+    array_backward = True
+
     def forward(self, x):
         return np.maximum(x, 0).astype(x.dtype, copy=False)
 
@@ -121,6 +169,8 @@ class ReLU(Function):
 
 
 class LeakyReLU(Function):
+    array_backward = True
+
     def __init__(self, slope):
         self.slope = slope
 
@@ -133,6 +183,8 @@ class LeakyReLU(Function):
 
 
 class Clip(Function):
+    array_backward = True
+
     def __init__(self, x_min, x_max):
         if x_min is not None and x_max is not None and np.any(np.asarray(x_min) > np.asarray(x_max)):
             raise ValueError(f"Clip: x_min ({x_min}) is greater than x_max ({x_max})")
@@ -194,6 +246,8 @@ def clip(x, x_min, x_max):
 
 # --- Softmax ----------------------------------------------------------------------
 class Softmax(Function):
+    array_backward = True
+
     def __init__(self, axis=1):
         self.axis = axis
 
@@ -204,12 +258,14 @@ class Softmax(Function):
         return y
 
     def backward(self, gy):
-        y = self.outputs[0]()
+        y = self.output_like(gy)
         gx = y * gy
-        return gx - y * sum(gx, axis=self.axis, keepdims=True)
+        return gx - y * gx.sum(axis=self.axis, keepdims=True)
 
 
 class LogSoftmax(Function):
+    array_backward = True
+
     def __init__(self, axis=1):
         self.axis = axis
 
@@ -217,8 +273,8 @@ class LogSoftmax(Function):
         return x - utils.logsumexp(x, self.axis)
 
     def backward(self, gy):
-        y = self.outputs[0]()
-        return gy - exp(y) * sum(gy, axis=self.axis, keepdims=True)
+        y = self.output_like(gy)
+        return gy - _exp(y) * gy.sum(axis=self.axis, keepdims=True)
 
 
 def softmax(x, axis=1):
@@ -231,6 +287,8 @@ def log_softmax(x, axis=1):
 
 # --- Shapes -----------------------------------------------------------------------
 class Reshape(Function):
+    array_backward = True
+
     def __init__(self, shape):
         self.shape = shape
 
@@ -239,10 +297,12 @@ class Reshape(Function):
         return x.reshape(self.shape)
 
     def backward(self, gy):
-        return reshape(gy, self.x_shape)
+        return gy.reshape(self.x_shape)
 
 
 class Transpose(Function):
+    array_backward = True
+
     def __init__(self, axes=None):
         self.axes = axes
 
@@ -251,9 +311,9 @@ class Transpose(Function):
 
     def backward(self, gy):
         if self.axes is None:
-            return transpose(gy)
+            return gy.transpose()
         inverse = tuple(np.argsort([a % len(self.axes) for a in self.axes]))
-        return transpose(gy, inverse)
+        return gy.transpose(inverse)
 
 
 def _plain_index(slices):
@@ -272,6 +332,8 @@ def _is_basic_index(slices):
 
 
 class GetItem(Function):
+    array_backward = True
+
     def __init__(self, slices):
         self.slices = slices
 
@@ -283,12 +345,14 @@ class GetItem(Function):
         return y.copy() if isinstance(y, np.ndarray) and y.base is not None else y
 
     def backward(self, gy):
-        return GetItemGrad(self.slices, self.x_shape)(gy)
+        return _apply(GetItemGrad(self.slices, self.x_shape), gy)
 
 
 class GetItemGrad(Function):
     """The gradient of ``x[slices]``: ``gy`` scatter-added into zeros of
     ``x``'s shape (an element selected twice gets both gradients)."""
+
+    array_backward = True
 
     def __init__(self, slices, in_shape):
         self.slices, self.in_shape = slices, in_shape
@@ -302,10 +366,12 @@ class GetItemGrad(Function):
         return gx
 
     def backward(self, ggx):
-        return get_item(ggx, self.slices)
+        return ggx[self.slices]
 
 
 class BroadcastTo(Function):
+    array_backward = True
+
     def __init__(self, shape):
         self.shape = shape
 
@@ -314,10 +380,12 @@ class BroadcastTo(Function):
         return np.broadcast_to(x, self.shape).copy()
 
     def backward(self, gy):
-        return sum_to(gy, self.x_shape)
+        return _sum_to(gy, self.x_shape)
 
 
 class SumTo(Function):
+    array_backward = True
+
     def __init__(self, shape):
         self.shape = shape
 
@@ -326,7 +394,7 @@ class SumTo(Function):
         return utils.sum_to(x, self.shape)
 
     def backward(self, gy):
-        return broadcast_to(gy, self.x_shape)
+        return _broadcast_to(gy, self.x_shape)
 
 
 def _as_shape(shape):
@@ -378,6 +446,8 @@ def sum_to(x, shape):
 
 # --- Reductions -------------------------------------------------------------------
 class Sum(Function):
+    array_backward = True
+
     def __init__(self, axis=None, keepdims=False):
         self.axis, self.keepdims = axis, keepdims
 
@@ -387,12 +457,14 @@ class Sum(Function):
 
     def backward(self, gy):
         gy = utils.reshape_sum_backward(gy, self.x_shape, self.axis, self.keepdims)
-        return broadcast_to(gy, self.x_shape)
+        return _broadcast_to(gy, self.x_shape)
 
 
 class Max(Function):
     """The gradient goes to the elements equal to the maximum (to each of
     them when there is a tie)."""
+
+    array_backward = True
 
     _reduce = staticmethod(np.max)
 
@@ -407,7 +479,7 @@ class Max(Function):
         # Recomputed rather than stored at forward: no mask lives in the graph.
         extreme = self._reduce(x.data, axis=self.axis, keepdims=True)
         gy = utils.reshape_sum_backward(gy, x.shape, self.axis, self.keepdims)
-        return broadcast_to(gy, x.shape) * (x.data == extreme)
+        return _broadcast_to(gy, x.shape) * (x.data == extreme)
 
 
 class Min(Max):
@@ -437,17 +509,21 @@ mean = average
 
 # --- Linear algebra ----------------------------------------------------------------------
 class MatMul(Function):
+    array_backward = True
+
     def forward(self, x, W):
         return x @ W
 
     def backward(self, gy):
-        x, W = self.inputs
-        return matmul(gy, W.T), matmul(x.T, gy)
+        x, W = self.inputs_like(gy)
+        return gy @ W.T, x.T @ gy
 
 
 class Linear(Function):
     """``x @ W + b`` as one Function: the product ``x @ W`` is never a node of
     the graph, so it is freed as soon as the bias has been added."""
+
+    array_backward = True
 
     def forward(self, x, W, b=None):
         y = x @ W
@@ -461,11 +537,11 @@ class Linear(Function):
         return y
 
     def backward(self, gy):
-        x, W = self.inputs[:2]
-        gx, gW = matmul(gy, W.T), matmul(x.T, gy)
+        x, W = self.inputs_like(gy)[:2]
+        gx, gW = gy @ W.T, x.T @ gy
         if len(self.inputs) == 2:
             return gx, gW
-        return gx, gW, sum_to(gy, self.inputs[2].shape)
+        return gx, gW, _sum_to(gy, self.inputs[2].shape)
 
 
 def matmul(x, W):
@@ -479,6 +555,8 @@ def linear(x, W, b=None):
 
 # --- Losses ------------------------------------------------------------------------------
 class MeanSquaredError(Function):
+    array_backward = True
+
     def forward(self, x0, x1):
         if x0.shape != x1.shape:
             raise ValueError("prediction and target must have the same shape")
@@ -486,7 +564,7 @@ class MeanSquaredError(Function):
         return np.array((diff**2).sum() / diff.size)
 
     def backward(self, gy):
-        x0, x1 = self.inputs
+        x0, x1 = self.inputs_like(gy)
         diff = x0 - x1
         gx0 = gy * diff * _const(2.0 / diff.size, diff)
         return gx0, -gx0
@@ -513,6 +591,8 @@ class SoftmaxCrossEntropy(Function):
     """Mean over the batch of ``-log softmax(x)[i, t[i]]``, computed through
     logsumexp so that large scores neither overflow nor give log(0)."""
 
+    array_backward = True
+
     def forward(self, x, t):
         _check_labels("SoftmaxCrossEntropy", x, t)
         n = x.shape[0]
@@ -521,11 +601,12 @@ class SoftmaxCrossEntropy(Function):
         return np.array(-picked.sum() / n, dtype=x.dtype)
 
     def backward(self, gy):
-        x, t = self.inputs
+        x, t = self.inputs_like(gy)
         n = x.shape[0]
         one_hot = np.zeros(x.shape, dtype=x.dtype)
-        one_hot[np.arange(n), t.data.ravel()] = 1
-        return (softmax(x) - one_hot) * (gy * _const(1.0 / n, x))  # the labels get no gradient
+        one_hot[np.arange(n), _data(t).ravel()] = 1
+        # The labels get no gradient.
+        return (_apply(Softmax(axis=1), x) - one_hot) * (gy * _const(1.0 / n, x))
 
 
 def softmax_cross_entropy(x, t):
@@ -550,6 +631,8 @@ def accuracy(y, t):
 class Dropout(Function):
     """Inverted dropout: zero each element with probability ``ratio`` and scale
     the others by ``1 / (1 - ratio)``, so that test time needs no rescaling."""
+
+    array_backward = True
 
     def __init__(self, ratio):
         self.ratio = ratio

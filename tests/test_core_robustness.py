@@ -122,3 +122,80 @@ def test_backward_restores_the_graph_mode_when_a_backward_raises():
     with pytest.raises(ZeroDivisionError):
         Broken()(dz.Variable(np.ones(2))).backward()
     assert dz.Config.enable_backprop is True
+
+
+# --- what a backward formula receives: arrays, or Variables -------------------------------
+class _Recorder(dz.Function):
+    """Doubles its input and notes the kind of gradient its backward was given."""
+
+    seen = []
+
+    def forward(self, x):
+        return x * 2
+
+    def backward(self, gy):
+        type(self).seen.append(type(gy))
+        return gy * 2
+
+
+class _ArrayRecorder(_Recorder):
+    array_backward = True
+    seen = []
+
+
+def test_a_function_written_for_dezero_gets_variables_in_backward():
+    _Recorder.seen.clear()
+    x = dz.Variable(np.ones(3))
+    F.sum(_Recorder()(x)).backward()
+    assert _Recorder.seen == [dz.Variable]
+    np.testing.assert_allclose(x.grad.data, [2.0, 2.0, 2.0])
+
+
+def test_an_array_backward_gets_arrays_unless_the_pass_builds_a_graph():
+    _ArrayRecorder.seen.clear()
+    x = dz.Variable(np.ones(3))
+    F.sum(_ArrayRecorder()(x)).backward()
+    F.sum(_ArrayRecorder()(x)).backward(create_graph=True)
+    assert _ArrayRecorder.seen == [np.ndarray, dz.Variable]
+    np.testing.assert_allclose(x.grad.data, [4.0, 4.0, 4.0])  # the two passes add up
+
+
+def test_the_gradients_that_backward_leaves_are_variables_in_both_modes():
+    x = dz.Variable(np.array([1.0, 2.0]))
+    y = F.sin(x) * x
+    y.grad = dz.Variable(np.ones(2))
+    y.backward(retain_grad=True)
+    assert type(x.grad) is dz.Variable and type(y.grad) is dz.Variable
+    assert x.grad.creator is None
+    x.cleargrad()
+    F.sum(F.sin(x) * x).backward(create_graph=True)
+    assert type(x.grad) is dz.Variable and x.grad.creator is not None
+
+
+def test_a_scalar_used_twice_accumulates_numpy_scalars_into_a_0d_gradient():
+    # 0-d arithmetic gives numpy scalars, not arrays: the leaf still gets a 0-d array.
+    x = dz.Variable(np.array(3.0))
+    y = x * x + x
+    y.backward()
+    assert isinstance(x.grad.data, np.ndarray) and x.grad.data.shape == ()
+    np.testing.assert_allclose(x.grad.data, 7.0)
+
+
+class _SplitInTwo(dz.Function):
+    array_backward = True
+
+    def forward(self, x):
+        half = x.shape[0] // 2
+        return x[:half].copy(), x[half:].copy()
+
+    def backward(self, g_first, g_second):
+        parts = [g if g is not None else np.zeros(2) for g in (g_first, g_second)]
+        return np.concatenate(parts)
+
+
+def test_an_output_that_nobody_holds_gets_no_gradient_and_no_error():
+    x = dz.Variable(np.arange(4.0))
+    first, _ = _SplitInTwo()(x)
+    del _  # the second output is gone: its weak reference in the Function is dead
+    F.sum(first * 3.0).backward()
+    np.testing.assert_allclose(x.grad.data, [3.0, 3.0, 0.0, 0.0])
