@@ -300,7 +300,13 @@ class MNIST(Dataset):
         train=True,
         transform=Compose([Flatten(), ToFloat(), Normalize(0.0, 255.0)]),
         target_transform=None,
+        data_dir=None,
     ):
+        # data_dir: a folder that already holds the files (gzip-compressed,
+        # or unpacked without ".gz"); then nothing is downloaded or checked
+        # against MNIST.sha256, so files that were unpacked or made for a
+        # test are welcome. read_idx still checks every header and length.
+        self.data_dir = None if data_dir is None else Path(data_dir).expanduser()
         super().__init__(train, transform, target_transform)
 
     def prepare(self):
@@ -316,7 +322,29 @@ class MNIST(Dataset):
         self.label = labels.astype(int)
 
     def _fetch(self, file_name):
-        return get_file(self.url + file_name, file_name, sha256=self.sha256.get(file_name))
+        if self.data_dir is None:
+            return get_file(self.url + file_name, file_name, sha256=self.sha256.get(file_name))
+        path = self._file_in(self.data_dir, file_name)
+        if path is None:
+            raise FileNotFoundError(
+                f"MNIST: {self.data_dir} has no {file_name} (nor {file_name.removesuffix('.gz')}); "
+                f"the files are published at {self.url}"
+            )
+        return path
+
+    @staticmethod
+    def _file_in(folder, gz_name):
+        """``folder/gz_name``, or the same name without ``.gz``, or None."""
+        for name in (gz_name, gz_name.removesuffix(".gz")):
+            if (Path(folder) / name).is_file():
+                return Path(folder) / name
+        return None
+
+    @classmethod
+    def has_files(cls, folder, train=True):
+        """Whether ``folder`` holds both files of the training (or test) split,
+        for ``MNIST(train=train, data_dir=folder)``."""
+        return all(cls._file_in(folder, name) for name in cls.files[train])
 
     @staticmethod
     def labels():

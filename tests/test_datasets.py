@@ -260,3 +260,19 @@ def test_a_dataset_without_labels_gives_t_none():
     d.label = None
     x, t = next(iter(DataLoader(d, 4, shuffle=False)))
     assert t is None and x.shape == (4, 1)
+
+
+def test_mnist_from_a_folder_reads_plain_or_gzip_files_and_never_downloads(tmp_path, monkeypatch):
+    def no_network(*args, **kwargs):
+        raise AssertionError("MNIST(data_dir=...) must not download")
+
+    monkeypatch.setattr(datasets, "_urlopen", no_network)
+    images = np.arange(3 * 28 * 28, dtype=np.uint8).reshape(3, 28, 28)
+    datasets.write_idx(tmp_path / "train-images-idx3-ubyte", images)  # unpacked
+    datasets.write_idx(tmp_path / "train-labels-idx1-ubyte.gz", np.array([7, 1, 4], dtype=np.uint8))
+    assert datasets.MNIST.has_files(tmp_path, train=True)
+    assert not datasets.MNIST.has_files(tmp_path, train=False)
+    mnist = datasets.MNIST(train=True, data_dir=tmp_path)
+    assert len(mnist) == 3 and mnist[2][1] == 4
+    with pytest.raises(FileNotFoundError, match="has no t10k-images-idx3-ubyte.gz"):
+        datasets.MNIST(train=False, data_dir=tmp_path)

@@ -176,7 +176,8 @@ def _registries(obj):
 
 
 # --- Labels -----------------------------------------------------------------------------
-def _size(nbytes):
+def format_bytes(nbytes):
+    """A byte count for people: ``512 B``, ``48.2 KiB``, ``1.3 MiB``."""
     if nbytes < 1024:
         return f"{nbytes} B"
     for unit in ("KiB", "MiB", "GiB"):
@@ -186,7 +187,7 @@ def _size(nbytes):
 
 
 def _array_text(a):
-    return f"{tuple(a.shape)} {a.dtype}, {_size(int(a.nbytes))}"
+    return f"{tuple(a.shape)} {a.dtype}, {format_bytes(int(a.nbytes))}"
 
 
 def _short_repr(value):
@@ -215,7 +216,7 @@ def _describe(obj, kind):
         # ndarray.data exists too, a memoryview).
         grad = grad if _is_array(grad) else getattr(grad, "data", None)
         if _is_array(grad):
-            lines.append(f"grad: {_size(int(grad.nbytes))}")
+            lines.append(f"grad: {format_bytes(int(grad.nbytes))}")
         held.update((id(a), int(a.nbytes)) for a in (data, grad) if _is_array(a))
         return title, lines, held
     lines = [cls]
@@ -229,7 +230,7 @@ def _describe(obj, kind):
             nbytes = sum(int(a.nbytes) for a in arrays)
             held.update((id(a), int(a.nbytes)) for a in arrays)
             text = (_array_text(value) if _is_array(value)
-                    else f"{len(arrays)} arrays, {_size(nbytes)}")
+                    else f"{len(arrays)} arrays, {format_bytes(nbytes)}")
             lines.append(f"holds {name}: {text}")
         else:
             lines.append(f"{name}={_short_repr(value)}")
@@ -465,9 +466,9 @@ def _finish(nodes, edges, freed, title, max_objects):
     n_var = sum(nodes[i][1] == "variable" for i in framework)
     caption = [title] if title else []
     caption.append(f"alive: {n_var} Variables and {len(framework) - n_var} Functions "
-                   f"holding {_size(alive_bytes)} of arrays; reference cycles: {len(cyclic)}")
+                   f"holding {format_bytes(alive_bytes)} of arrays; reference cycles: {len(cyclic)}")
     caption.append(f"garbage (alive, but unreachable): {sum(not reached[i] for i in framework)} "
-                   f"objects holding {_size(garbage_bytes)}")
+                   f"objects holding {format_bytes(garbage_bytes)}")
     if freed is not None:
         caption.append(f"freed since watch(): {freed['variables']} Variables, "
                        f"{freed['functions']} Functions")

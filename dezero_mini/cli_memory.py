@@ -1,0 +1,119 @@
+"""The ``memory`` and ``graph`` commands of the command line.
+
+Both only drive the instruments of ``dezero_mini.memory`` (the recorder,
+the plot, the reference graph) the way the notebooks do, and print what a
+learner should look at.
+"""
+import numpy as np
+
+from dezero_mini.memory import (
+    load_stage,
+    plot_training,
+    record_training,
+    reference_graph,
+    stage_label,
+    watch,
+)
+from dezero_mini.memory.probes import collector
+from dezero_mini.memory.refgraph import format_bytes
+
+#: The stages that ``memory`` compares when none is named: the first stage
+#: of the course against the finished framework.
+DEFAULT_STAGES = ("1", "dezero_mini")
+
+
+# --- memory ----------------------------------------------------------------------------
+def run_memory(args):
+    """``memory``: record each stage, then write the plot and the CSV files."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # a file, never a window
+    import matplotlib.pyplot as plt
+
+    groups = args.stage or [[load_stage(stage) for stage in DEFAULT_STAGES]]
+    modules = unique(module for group in groups for module in group)
+    csv_paths = csv_paths_for(args.csv or args.out.with_suffix(".csv"), modules)
+    records = []
+    for module, csv_path in zip(modules, csv_paths):
+        print(f"recording {stage_label(module)}: {args.batches} batches ...", flush=True)
+        record = record_training(module, args.batches, gc_enabled=args.gc)
+        registry = getattr(module, "REGISTRY", None)
+        if registry is not None:
+            # Stage 01 remembers every object it made: forget them, as the
+            # lesson does, so that they do not weigh on the next stage's run.
+            registry.clear()
+        record.to_csv(csv_path)
+        records.append(record)
+        print(record_summary(record))
+    figure = plot_training(records)
+    figure.savefig(args.out, dpi=120)
+    plt.close(figure)  # pyplot keeps every open figure alive
+    for path in (args.out, *csv_paths):
+        print(f"wrote {path}")
+    return 0
+
+
+def unique(modules):
+    """The modules in order, each once (``--stage 3,03`` is one stage)."""
+    seen, out = set(), []
+    for module in modules:
+        if id(module) not in seen:
+            seen.add(id(module))
+            out.append(module)
+    return out
+
+
+def csv_paths_for(path, modules):
+    """One CSV file per stage: ``path`` itself for a single stage, else
+    ``path`` with the stage's module name added (``memory_dezero_mini.csv``)."""
+    if len(modules) == 1:
+        return [path]
+    return [path.with_name(f"{path.stem}_{module.__name__}{path.suffix}") for module in modules]
+
+
+def record_summary(record):
+    """Two lines about one recorded stage: growth per batch, peak, clean-up."""
+    summary = record.summary()
+    # round() then + 0.0: a flat slope of -1e-15 reads "+0.0", not "-0.0".
+    objects = round(summary["objects_per_batch"], 1) + 0.0
+    kib = round(summary["traced_bytes_per_batch"] / 1024, 1) + 0.0
+    return (f"  {objects:+.1f} live objects per batch ({summary['live_objects_first']} after "
+            f"the first batch, {summary['live_objects_last']} after the last), "
+            f"{kib:+.1f} KiB traced per batch, highest peak within a batch "
+            f"{format_bytes(summary['traced_peak_max'])}\n"
+            f"  gc.collect() at the end freed {summary['final_collected']} objects; "
+            f"{summary['live_after_collect']} framework objects alive after it")
+
+
+# --- graph -----------------------------------------------------------------------------
+def example_names(module):
+    """The computation of the lessons, ``y = sigmoid(x @ W + b)``, made with
+    ``module``'s framework: a dict of the user's names ``x``, ``W``, ``b``, ``y``."""
+    rng = np.random.RandomState(1)
+    x = module.Variable(rng.randn(4, 3), name="x")
+    W = module.Variable(rng.randn(3, 2), name="W")
+    b = module.Variable(np.zeros(2), name="b")
+    y = module.sigmoid(x @ W + b)
+    y.name = "y"
+    return {"x": x, "W": W, "b": b, "y": y}
+
+
+def run_graph(args):
+    """``graph``: build the example, optionally let go of ``y``, draw it."""
+    title = f"{stage_label(args.stage)}: y = sigmoid(x @ W + b)"
+    # With the collector off, the garbage of a reference cycle (stage 02)
+    # stays to be drawn instead of vanishing at a random moment.
+    with collector(False):
+        names = example_names(args.stage)
+        watched = None
+        if args.after_del:
+            watched = watch(names.pop("y"))  # the last strong reference to y goes here
+            title += ", after del y"
+        graph = reference_graph(names, watched, title=title)
+    if args.dot:
+        print(graph.source, end="")
+        return 0
+    graph.save(args.out)
+    print("\n".join(graph.caption))
+    print(f"wrote {args.out}")
+    return 0
