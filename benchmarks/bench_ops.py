@@ -5,9 +5,13 @@ Prints figures; it is not a test (timings depend on the machine). Run:
     .venv/bin/python benchmarks/bench_ops.py            # everything
     .venv/bin/python benchmarks/bench_ops.py --quick    # fewer repeats
 
-PyTorch is optional (``pip install -e .[torch]``); without it only
-dezero_mini's figures are printed. Both frameworks compute in float64 on one
-CPU thread, so that the comparison is about the framework, not the arithmetic.
+PyTorch is optional (install it in .venv; a CPU-only build is enough);
+without it only dezero_mini's figures are printed. Both frameworks compute in
+float64 on one CPU thread, so that the comparison is about the framework, not
+the arithmetic, and both compute the same gradients: dezero_mini (like
+DeZero) has no ``requires_grad``, so every Variable gets a gradient, and the
+torch versions ask for the same ones (``a``, ``b`` and ``x`` of the chain,
+the input of the MLP), which ``check_same_gradients`` compares.
 
 1. chain: forward + backward of a long chain of cheap element-wise ops on a
    10-element array (``y = sin(y * a + b)`` repeated), in microseconds per
@@ -50,14 +54,16 @@ N_ELEMENTS = 10
 
 
 def timed(fns, repeats, warmup=2):
-    """Median wall time of each function of ``fns`` in seconds, after
-    ``warmup`` untimed calls.
+    """The wall times of each function of ``fns``, as ``(median, minimum)`` in
+    seconds, after ``warmup`` untimed calls.
 
     The functions take turns, one call each per round, so that a change in
     the machine's load (another process, frequency scaling) falls on all of
-    them alike and their ratio stays fair. The cyclic collector is off while
-    timing (as in ``timeit``): its pauses land at random in one repeat or
-    another and say nothing about the op."""
+    them alike and their ratio stays fair. The minimum is the steadier
+    estimate of what the code itself costs on a shared machine (noise only
+    ever adds time); the median is what a typical call takes. The cyclic
+    collector is off while timing (as in ``timeit``): its pauses land at
+    random in one repeat or another and say nothing about the op."""
     for fn in fns:
         for _ in range(warmup):
             fn()
@@ -73,26 +79,35 @@ def timed(fns, repeats, warmup=2):
     finally:
         if gc_was_enabled:
             gc.enable()
-    return [statistics.median(t) for t in times]
+    return [(statistics.median(t), min(t)) for t in times]
 
 
-def print_comparison(ours, theirs, unit):
-    """dezero_mini's figure, torch's when there is one, and their ratio."""
-    print(f"  dezero_mini {ours:8.2f} {unit}")
-    if theirs is None:
-        print("  torch       not installed (pip install -e .[torch])")
+def print_comparison(timings, scale, unit):
+    """dezero_mini's median and minimum, torch's when it ran, and the ratios.
+    ``timings``: what timed() returned; ``scale``: seconds to ``unit``."""
+    (ours_median, ours_min), *theirs = [(m * scale, lo * scale) for m, lo in timings]
+    print(f"  dezero_mini {ours_median:8.2f} {unit} (median), {ours_min:8.2f} (minimum)")
+    if not theirs:
+        print("  torch       not installed")
         return
-    print(f"  torch       {theirs:8.2f} {unit}")
-    print(f"  ratio dezero_mini / torch: {ours / theirs:.2f}")
+    theirs_median, theirs_min = theirs[0]
+    print(f"  torch       {theirs_median:8.2f} {unit} (median), {theirs_min:8.2f} (minimum)")
+    print(f"  ratio dezero_mini / torch: {ours_median / theirs_median:.2f} (medians), "
+          f"{ours_min / theirs_min:.2f} (minima)")
 
 
 # --- 1. the chain ----------------------------------------------------------------------
-def dezero_chain(n_ops):
-    """forward + backward of n_ops element-wise ops (n_ops // 3 rounds of mul, add, sin)."""
+def chain_inputs():
+    """``a``, ``b`` and ``x`` of ``y = sin(y * a + b)``: one generator for both frameworks."""
     rng = np.random.RandomState(0)
-    a = dz.Variable(rng.rand(N_ELEMENTS) * 0.5 + 0.5)
-    b = dz.Variable(rng.rand(N_ELEMENTS) * 0.1)
-    x0 = rng.rand(N_ELEMENTS)
+    return rng.rand(N_ELEMENTS) * 0.5 + 0.5, rng.rand(N_ELEMENTS) * 0.1, rng.rand(N_ELEMENTS)
+
+
+def dezero_chain(n_ops):
+    """forward + backward of n_ops element-wise ops (n_ops // 3 rounds of mul, add, sin);
+    each call returns the Variables x, a, b (their gradients add up over calls)."""
+    a0, b0, x0 = chain_inputs()
+    a, b = dz.Variable(a0), dz.Variable(b0)
 
     def run():
         x = dz.Variable(x0)
@@ -100,16 +115,14 @@ def dezero_chain(n_ops):
         for _ in range(n_ops // 3):
             y = F.sin(y * a + b)
         y.backward()
-        return x.grad
+        return x, a, b
 
     return run
 
 
 def torch_chain(n_ops):
-    gen = torch.Generator().manual_seed(0)
-    a = torch.rand(N_ELEMENTS, generator=gen, dtype=torch.float64) * 0.5 + 0.5
-    b = torch.rand(N_ELEMENTS, generator=gen, dtype=torch.float64) * 0.1
-    x0 = torch.rand(N_ELEMENTS, generator=gen, dtype=torch.float64)
+    a0, b0, x0 = (torch.tensor(v) for v in chain_inputs())
+    a, b = a0.requires_grad_(True), b0.requires_grad_(True)
 
     def run():
         x = x0.clone().requires_grad_(True)
@@ -117,25 +130,17 @@ def torch_chain(n_ops):
         for _ in range(n_ops // 3):
             y = torch.sin(y * a + b)
         y.backward(torch.ones_like(y))
-        return x.grad
+        return x, a, b
 
     return run
 
 
-def check_same_gradient(n_ops=300):
-    """Both frameworks compute the same thing (or the comparison means nothing)."""
-    ours = dezero_chain(n_ops)().data
-    theirs = torch_chain(n_ops)().numpy()
-    # The inputs come from different generators: compare with the same inputs instead.
-    rng = np.random.RandomState(0)
-    a, b, x0 = rng.rand(N_ELEMENTS) * 0.5 + 0.5, rng.rand(N_ELEMENTS) * 0.1, rng.rand(N_ELEMENTS)
-    x = torch.tensor(x0, requires_grad=True)
-    y = x
-    for _ in range(n_ops // 3):
-        y = torch.sin(y * torch.tensor(a) + torch.tensor(b))
-    y.backward(torch.ones_like(y))
-    np.testing.assert_allclose(ours, x.grad.numpy(), rtol=1e-10)
-    return theirs is not None
+def check_same_gradients(n_ops=300):
+    """Both frameworks compute the same gradients (or the comparison means nothing)."""
+    ours = [v.grad.data for v in dezero_chain(n_ops)()]
+    theirs = [v.grad.numpy() for v in torch_chain(n_ops)()]
+    for name, g_ours, g_theirs in zip("xab", ours, theirs):
+        np.testing.assert_allclose(g_ours, g_theirs, rtol=1e-10, err_msg=f"gradient of {name}")
 
 
 # --- 2. the MLP training step ------------------------------------------------------------
@@ -150,8 +155,8 @@ def dezero_mlp_step(batch=100, sizes=(784, 1000, 10), lr=0.01):
     t = dz.Variable(rng.rand(batch, sizes[2]))
 
     def step():
-        for p in params:
-            p.cleargrad()
+        for v in params + [x, t]:  # x and t get gradients too: start them from zero
+            v.cleargrad()
         h = F.sigmoid(F.linear(x, W1, b1))
         y = F.linear(h, W2, b2)
         loss = F.mean_squared_error(y, t)
@@ -170,12 +175,13 @@ def torch_mlp_step(batch=100, sizes=(784, 1000, 10), lr=0.01):
     W2 = torch.tensor(rng.randn(sizes[1], sizes[2]) * 0.01, requires_grad=True)
     b2 = torch.zeros(sizes[2], dtype=torch.float64, requires_grad=True)
     params = [W1, b1, W2, b2]
-    x = torch.tensor(rng.rand(batch, sizes[0]))
-    t = torch.tensor(rng.rand(batch, sizes[2]))
+    # requires_grad: dezero_mini computes these gradients too (see the docstring).
+    x = torch.tensor(rng.rand(batch, sizes[0]), requires_grad=True)
+    t = torch.tensor(rng.rand(batch, sizes[2]), requires_grad=True)
 
     def step():
-        for p in params:
-            p.grad = None
+        for v in params + [x, t]:
+            v.grad = None
         h = torch.sigmoid(x @ W1 + b1)
         y = h @ W2 + b2
         loss = torch.mean((y - t) ** 2)
@@ -212,26 +218,24 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
     parser.add_argument("--ops", type=int, default=999, help="ops in the chain (default 999)")
     args = parser.parse_args(argv)
-    repeats = 5 if args.quick else 21
+    repeats = 5 if args.quick else 31
 
     print(f"python {sys.version.split()[0]}, numpy {np.__version__}, "
           f"torch {torch.__version__ if torch else 'not installed'} (1 thread)")
     if torch is not None:
-        check_same_gradient()
+        check_same_gradients()
 
     # 1. chain
     n = args.ops
     fns = [dezero_chain(n)] + ([torch_chain(n)] if torch is not None else [])
-    seconds = timed(fns, repeats) + [None]
     print(f"\nchain of {n} element-wise ops on {N_ELEMENTS} float64, forward + backward:")
-    print_comparison(seconds[0] / n * 1e6, seconds[1] and seconds[1] / n * 1e6, "µs per op")
+    print_comparison(timed(fns, repeats), 1e6 / n, "µs per op")
 
     # 2. MLP
     mlp_repeats = 5 if args.quick else 15
     fns = [dezero_mlp_step()] + ([torch_mlp_step()] if torch is not None else [])
-    seconds = timed(fns, mlp_repeats) + [None]
     print("\nMLP 784-1000-10, sigmoid, MSE, batch 100, one SGD step:")
-    print_comparison(seconds[0] * 1e3, seconds[1] and seconds[1] * 1e3, "ms")
+    print_comparison(timed(fns, mlp_repeats), 1e3, "ms")
 
     # 3. scaling
     print("\nbackward of a chain of n functions (dezero_mini), µs per function:")

@@ -141,8 +141,11 @@ class Variable:
         """Compute the gradient of this Variable with respect to every
         Variable that it was computed from.
 
-        retain_grad: keep the gradients of intermediate Variables (by default
-            each is dropped once its Function has passed it on).
+        retain_grad: keep the gradients of intermediate Variables in their
+            ``grad`` (by default each is dropped once its Function has passed
+            it on, and this Variable's own ``grad`` is None afterwards). A
+            gradient kept this way stays until you clear it or the graph dies;
+            a later backward without retain_grad leaves it as it is.
         create_graph: build the graph of the backward pass, so that the
             gradients can be differentiated again.
 
@@ -226,15 +229,15 @@ class Variable:
                     if creator is not None and creator not in seen:
                         seen.add(creator)
                         heappush(pending, (-creator.generation, next(order), creator))
-                for y, gy in zip(ys, gys):
-                    if y is not None:
-                        if not retain_grad or gy is None:
-                            y.grad = None  # passed on to the inputs; nobody reads it again
-                        else:
+                if retain_grad:  # (otherwise the gradients were only ever in ``grads``)
+                    for y, gy in zip(ys, gys):
+                        if y is not None and gy is not None:
                             y.grad = gy if create_graph else Variable(as_array(gy))
             # What is left in ``grads`` belongs to the leaves (every other
             # Variable's gradient was used by its creator). A leaf adds it to
             # the gradient it may already have, as in DeZero and PyTorch.
+            if not retain_grad:
+                self.grad = None  # the seed was used like any other output gradient
             for x, g in grads.items():
                 if kind is np.ndarray:
                     g = Variable(as_array(g))  # (0-d arithmetic gives numpy scalars)
