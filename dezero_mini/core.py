@@ -8,8 +8,14 @@ This is the framework of stage 05 of the course, cleaned up:
   they have been used (stage 04);
 * ``no_grad()`` / ``using_config`` switch graph building off (stage 05).
 
-Gradients are Variables, as in DeZero, so that ``backward(create_graph=True)``
-can build the graph of the backward pass for higher-order derivatives.
+The gradients that backward leaves in ``grad`` are Variables, as in DeZero.
+While it runs, they are plain numpy arrays, and each Function's gradient
+formula runs on arrays; only ``backward(create_graph=True)`` runs the
+formulas on Variables, building the graph of the backward pass for
+higher-order derivatives. Written once, a formula works both ways (see
+``Function``), and an ordinary backward pass makes no Variable or Function
+per gradient, which halved the time per operation of this core (measured
+with benchmarks/bench_ops.py against its earlier Variable-only version).
 """
 import contextlib
 import heapq
@@ -200,7 +206,7 @@ class Variable:
                 f = heappop(pending)[2]
                 # Each output's gradient leaves ``grads`` as it is used: with
                 # retain_grad=False nothing else holds it, so it is freed as
-                # soon as this Function's backward has returned.
+                # soon as the loop moves on to the next Function.
                 if len(f.outputs) == 1:  # the common case, without list comprehensions
                     ys = (f.outputs[0](),)
                     gys = (grads.pop(ys[0], None),)
