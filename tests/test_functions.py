@@ -175,6 +175,22 @@ SECOND_ORDER = [
     ("tanh-of-max", lambda a: F.tanh(F.max(a, axis=1))),
     ("exp-of-sum_to", lambda a: F.exp(F.sum_to(a, (1, 4)))),
     ("relu-times-x", lambda a: F.relu(a) * a),
+    # Every formula that reads its inputs, or calls another function, in both
+    # kinds (arrays in a plain pass, Variables with create_graph):
+    ("transpose-axes-times-x", lambda a: F.transpose(a, (1, 0)) ** 2 * F.transpose(a)),
+    ("reshape-squared", lambda a: F.reshape(a, (2, 6)) ** 3),
+    ("broadcast_to-times-x", lambda a: F.broadcast_to(F.sum(a, axis=0), (3, 4)) * a),
+    ("sum-axis-keepdims", lambda a: F.sum(a * a, axis=1, keepdims=True) * a),
+    ("div-broadcast", lambda a: a / (F.exp(a[0]) + 1.0)),
+    ("pow-3", lambda a: F.pow(a, 3)),
+    ("sub-broadcast-squared", lambda a: (a - F.sum(a, axis=0)) ** 2),
+    ("matmul-own-transpose", lambda a: F.matmul(a, F.transpose(a)) * 0.5),
+    ("mean_squared_error", lambda a: F.mean_squared_error(F.sin(a), a * a)),
+    ("clip-times-x", lambda a: F.clip(a, -0.5, 0.5) * a),
+    ("slice-squared", lambda a: a[1:, ::2] ** 2),
+    ("leaky_relu-times-x", lambda a: F.leaky_relu(a, 0.1) * a),
+    ("min-squared", lambda a: F.min(a * a, axis=0) * F.sum(a, axis=0)),
+    ("cos-exp", lambda a: F.cos(F.exp(a * 0.5))),
 ]
 
 
