@@ -45,7 +45,7 @@ import dezero_mini.functions as F  # noqa: E402
 
 try:
     import torch
-except ImportError:  # the optional extra: pip install -e .[torch]
+except ImportError:  # optional: install a (CPU-only) PyTorch in .venv to compare
     torch = None
 else:
     torch.set_num_threads(1)  # dezero_mini runs numpy on tiny arrays: one thread each, fair
