@@ -11,14 +11,8 @@ class Model(Layer):
     def plot(self, *inputs, to_file="model.png"):
         """Run ``forward(*inputs)`` and draw the graph that it built into
         ``to_file`` (needs Graphviz's ``dot``)."""
-        plot_dot_graph = getattr(utils, "plot_dot_graph", None)
-        if plot_dot_graph is None:
-            raise NotImplementedError(
-                "Model.plot needs dezero_mini.utils.plot_dot_graph, which this "
-                "version does not have yet"
-            )
         y = self.forward(*inputs)
-        return plot_dot_graph(y, verbose=True, to_file=to_file)
+        return utils.plot_dot_graph(y, verbose=True, to_file=to_file)
 
 
 class MLP(Model):
