@@ -44,7 +44,7 @@ def run_memory(args):
             registry.clear()
         record.to_csv(csv_path)
         records.append(record)
-        print(record_summary(record))
+        print(record.report(label=False))
     figure = plot_training(records)
     figure.savefig(args.out, dpi=120)
     plt.close(figure)  # pyplot keeps every open figure alive
@@ -69,20 +69,6 @@ def csv_paths_for(path, modules):
     if len(modules) == 1:
         return [path]
     return [path.with_name(f"{path.stem}_{module.__name__}{path.suffix}") for module in modules]
-
-
-def record_summary(record):
-    """Two lines about one recorded stage: growth per batch, peak, clean-up."""
-    summary = record.summary()
-    # round() then + 0.0: a flat slope of -1e-15 reads "+0.0", not "-0.0".
-    objects = round(summary["objects_per_batch"], 1) + 0.0
-    kib = round(summary["traced_bytes_per_batch"] / 1024, 1) + 0.0
-    return (f"  {objects:+.1f} live objects per batch ({summary['live_objects_first']} after "
-            f"the first batch, {summary['live_objects_last']} after the last), "
-            f"{kib:+.1f} KiB traced per batch, highest peak within a batch "
-            f"{format_bytes(summary['traced_peak_max'])}\n"
-            f"  gc.collect() at the end freed {summary['final_collected']} objects; "
-            f"{summary['live_after_collect']} framework objects alive after it")
 
 
 # --- graph -----------------------------------------------------------------------------

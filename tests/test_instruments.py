@@ -415,3 +415,20 @@ def test_timeline_keeps_no_graph():
     before = count_live_objects(module)
     timeline = record_step_timeline(module)  # noqa: F841  (kept alive on purpose)
     assert count_live_objects(module) == before
+
+
+def test_report_puts_the_figures_of_a_run_in_words():
+    leaking = record_training("step02_cycles", batches=10, rss=False)
+    lines = leaking.report().splitlines()
+    assert lines[0] == leaking.label
+    per_graph = leaking.live_objects[1] - leaking.live_objects[0]
+    assert f"+{per_graph:.1f} live objects per batch" in lines[1]
+    assert "KiB traced per batch" in lines[2]
+    freed = leaking.live_objects[-1] - leaking.live_after_collect
+    assert freed > 0 and f"gc.collect() after the last batch: freed {freed} Variables" in lines[-1]
+    assert not any("automatic collections" in line for line in lines)  # the collector was off
+
+    flat = record_training("step03_weakref_outputs", batches=10, gc_enabled=True, rss=False)
+    text = flat.report(label=False)
+    assert flat.label not in text
+    assert "+0.0 live objects per batch" in text and "automatic collections during the run" in text

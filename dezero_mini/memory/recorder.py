@@ -133,6 +133,30 @@ class TrainingRecord:
             out["rss_growth"] = int(self.rss[-1] - self.rss[0])
         return out
 
+    def report(self, label=True):
+        """The figures of the run in words, for a lesson or a terminal: growth
+        per batch, the highest peak, the collector's work and what a final
+        ``gc.collect()`` freed. One line each, indented, after the record's
+        label (``label=False`` leaves it out)."""
+        s = self.summary()
+        # round() then + 0.0: a flat slope of -1e-15 reads "+0.0", not "-0.0".
+        objects = round(s["objects_per_batch"], 1) + 0.0
+        kib = round(s["traced_bytes_per_batch"] / 1024, 1) + 0.0
+        lines = [self.label] if label else []
+        lines.append(f"  {objects:+.1f} live objects per batch ({s['live_objects_first']} after "
+                     f"batch 1, {s['live_objects_last']} after batch {s['batches']})")
+        lines.append(f"  {kib:+.1f} KiB traced per batch; highest peak within a batch: "
+                     f"{s['traced_peak_max'] / 1024**2:.2f} MiB")
+        if s["gc_enabled"]:
+            lines.append(f"  automatic collections during the run: {s['gc_collections']}, "
+                         f"which freed {s['gc_collected']} objects of any kind")
+        if s["live_after_collect"] is not None:
+            freed = s["live_objects_last"] - s["live_after_collect"]
+            lines.append(f"  gc.collect() after the last batch: freed {freed} Variables and "
+                         f"Functions ({s['final_collected']} objects of any kind); "
+                         f"{s['live_after_collect']} still alive")
+        return "\n".join(lines)
+
     def __repr__(self):
         text = (f"TrainingRecord({self.label!r}: {self.batches} batches, "
                 f"{self.slope('live_objects'):+.1f} objects/batch, "
