@@ -44,13 +44,17 @@ class DataLoader:
         if self.iteration >= self.max_iter:
             self.reset()
             raise StopIteration
-        start = self.iteration * self.batch_size
-        batch = [self.dataset[int(i)] for i in self.index[start : start + self.batch_size]]
+        batch = [self.dataset[int(i)] for i in self._rows()]
         x = np.array([sample[0] for sample in batch])
         labels = [sample[1] for sample in batch]
         t = None if all(label is None for label in labels) else np.array(labels)
         self.iteration += 1
         return x, t
+
+    def _rows(self):
+        """The indices of the samples of the current batch."""
+        start = self.iteration * self.batch_size
+        return self.index[start : start + self.batch_size]
 
     def next(self):
         return self.__next__()
@@ -72,15 +76,6 @@ class SeqDataLoader(DataLoader):
         super().__init__(dataset, batch_size, shuffle=False, gpu=gpu)
         self.max_iter = self.data_size // batch_size
 
-    def __next__(self):
-        if self.iteration >= self.max_iter:
-            self.reset()
-            raise StopIteration
+    def _rows(self):
         jump = self.data_size // self.batch_size
-        rows = [(i * jump + self.iteration) % self.data_size for i in range(self.batch_size)]
-        batch = [self.dataset[i] for i in rows]
-        x = np.array([sample[0] for sample in batch])
-        labels = [sample[1] for sample in batch]
-        t = None if all(label is None for label in labels) else np.array(labels)
-        self.iteration += 1
-        return x, t
+        return [(i * jump + self.iteration) % self.data_size for i in range(self.batch_size)]

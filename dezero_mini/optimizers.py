@@ -164,9 +164,9 @@ class Adam(Optimizer):
 
 # --- Hooks --------------------------------------------------------------------------------
 # A hook gives each parameter a NEW gradient Variable instead of changing the
-# old one's array in place: backward may hand the very same gradient Variable
-# to two inputs (``W + b`` passes its output gradient on unchanged to both),
-# and an in-place change would then reach both parameters, or one twice.
+# old one's array in place: backward may hand the very same gradient array to
+# two inputs (``W + b`` passes its output gradient on unchanged to both), and
+# an in-place change would then reach both parameters, or one twice.
 
 
 class WeightDecay:

@@ -276,3 +276,16 @@ def test_mnist_from_a_folder_reads_plain_or_gzip_files_and_never_downloads(tmp_p
     assert len(mnist) == 3 and mnist[2][1] == 4
     with pytest.raises(FileNotFoundError, match="has no t10k-images-idx3-ubyte.gz"):
         datasets.MNIST(train=False, data_dir=tmp_path)
+
+
+def test_seq_dataloader_continues_each_part_of_the_sequence_batch_after_batch():
+    from dezero_mini import SeqDataLoader
+
+    loader = SeqDataLoader(Numbers(), batch_size=2)  # 23 samples: two parts of 11, one left over
+    assert loader.max_iter == 11
+    for _ in range(2):  # the second epoch is the same: never shuffled, reset after StopIteration
+        batches = list(loader)
+        assert len(batches) == 11
+        for k, (x, t) in enumerate(batches):
+            np.testing.assert_array_equal(x[:, 0], [k, 11 + k])  # the k-th sample of each part
+            np.testing.assert_array_equal(t, [10 * k, 10 * (11 + k)])
