@@ -36,6 +36,7 @@ attribute, the frame of a suspended generator. Breadth first means the
 shortest chain. The finder's own frames and containers, the framework's
 frames and the test runner's are skipped.
 """
+import bisect
 import gc
 import re
 import sys
@@ -365,12 +366,15 @@ class LeakReport:
     for the text; ``report.graph()`` for the picture. Keeps nothing alive."""
 
     def __init__(self, *, iterations, counts, graphs=(), objects=0, variables=0, functions=0,
-                 nbytes=0, unit="iteration", note=None):
+                 nbytes=0, spread=0, unit="iteration", note=None):
         self.iterations, self.counts, self.unit, self.note = iterations, list(counts), unit, note
         self.graphs = list(graphs)
         self.objects, self.variables, self.functions, self.nbytes = (
             objects, variables, functions, nbytes)
-        self.leaking = objects > 0
+        # Growth means survivors from more than one iteration: one graph
+        # kept on purpose (``best = loss``) survives, but does not grow.
+        self.spread = spread
+        self.leaking = objects > 0 and spread >= min(2, iterations)
         per = iterations if iterations else 1
         self.objects_per_iteration = objects / per
         self.bytes_per_iteration = nbytes / per
@@ -383,15 +387,17 @@ class LeakReport:
         """The text of the report, as a list of lines."""
         if self.note and not self.iterations:
             return [self.note]
-        if not self.leaking:
+        if not self.objects:
             return [f"no leak: nothing made during {self.iterations} {self.unit}s outlived them "
                     f"(live Variables and Functions at each {self.unit}: {_series(self.counts)})"]
         lines = [
-            f"leak: {self.objects} Variables and Functions made during {self.iterations} "
+            f"{'leak' if self.leaking else 'no growth, but kept'}: {self.objects} Variables and Functions made during {self.iterations} "
             f"{self.unit}s are still alive ({self.variables} Variables, {self.functions} "
             f"Functions, {format_bytes(self.nbytes)} of arrays)",
             f"  growth: {self.objects_per_iteration:.1f} objects and "
-            f"{format_bytes(int(self.bytes_per_iteration))} of arrays per {self.unit}",
+            f"{format_bytes(int(self.bytes_per_iteration))} of arrays per {self.unit}"
+            if self.leaking else
+            f"  all made in one {self.unit} of {self.iterations}: a graph kept on purpose?",
             f"  live Variables and Functions at each {self.unit}: {_series(self.counts)}",
             f"the largest surviving graph (of {len(self.graphs)}): " + self.graphs[0].describe()[0],
             *self.graphs[0].describe()[1:],
@@ -400,7 +406,8 @@ class LeakReport:
         if others:
             lines.append(f"{len(others)} more surviving graph{'s' if len(others) > 1 else ''}:")
             for graph in others[:5]:
-                lines.append(f"  {graph.objects} objects, {format_bytes(graph.nbytes)}: "
+                lines.append(f"  {graph.objects} object{'s' if graph.objects > 1 else ''}, "
+                             f"{format_bytes(graph.nbytes)}: "
                              f"held by {graph.path or '(no name reaches it)'}")
             if len(others) > 5:
                 lines.append(f"  ... and {len(others) - 5} more")
@@ -438,21 +445,24 @@ def _series(counts, shown=8):
 
 
 # --- From survivors to a report ------------------------------------------------------------
-def analyse(survivors, *, iterations, counts, unit="iteration", extra_namespaces=(), note=None):
+def analyse(survivors, *, iterations, counts, spread=None, unit="iteration",
+            extra_namespaces=(), note=None):
     """The report on ``survivors`` (a list of framework objects that outlived
     the iterations): their graphs, largest first, and each one's chain from
-    a root. ``extra_namespaces``: ``[(dict, where)]`` searched first for
+    a root. ``spread``: in how many iterations they were made (default:
+    all). ``extra_namespaces``: ``[(dict, where)]`` searched first for
     roots (a script's globals once it has finished)."""
+    spread = iterations if spread is None else spread
     was_enabled = gc.isenabled()
     gc.disable()  # our allocations must not run the collector in the middle of the search
     try:
-        return _analyse(survivors, iterations, counts, unit, extra_namespaces, note)
+        return _analyse(survivors, iterations, counts, spread, unit, extra_namespaces, note)
     finally:
         if was_enabled:
             gc.enable()
 
 
-def _analyse(survivors, iterations, counts, unit, extra_namespaces, note):
+def _analyse(survivors, iterations, counts, spread, unit, extra_namespaces, note):
     index = {id(obj): k for k, obj in enumerate(survivors)}
     kinds = [_kind(obj) for obj in survivors]
     children = [[] for _ in survivors]
@@ -505,16 +515,19 @@ def _analyse(survivors, iterations, counts, unit, extra_namespaces, note):
     n_var = sum(kind == "variable" for kind in kinds)
     return LeakReport(iterations=iterations, counts=counts, graphs=graphs,
                       objects=len(survivors), variables=n_var, functions=len(survivors) - n_var,
-                      nbytes=sum(everything.values()), unit=unit, note=note)
+                      nbytes=sum(everything.values()), spread=spread, unit=unit, note=note)
 
 
 def report_between(tracker, first, last, *, unit="iteration", extra_namespaces=(), note=None):
     """The report on the objects born between marks ``first`` and ``last``
     (indices into ``tracker.marks``) that are still alive."""
-    survivors = tracker.alive_born_between(tracker.marks[first], tracker.marks[last])
+    marks = tracker.marks[first:last + 1]
+    survivors = tracker.alive_born_between(marks[0], marks[-1])
+    # The iteration each survivor was made in: the first mark at or after its birth.
+    spread = len({bisect.bisect_left(marks, tracker.serial_of(obj)) for obj in survivors})
     try:
         return analyse(survivors, iterations=last - first, counts=tracker.counts[first:],
-                       unit=unit, extra_namespaces=extra_namespaces, note=note)
+                       spread=spread, unit=unit, extra_namespaces=extra_namespaces, note=note)
     finally:
         survivors.clear()
 

@@ -10,12 +10,12 @@ module provides both, at a cost paid only while someone is looking:
   serial number (its birth order) and a weak reference with a callback, so
   the number alive is ``len(tracker.live)``, O(1), without scanning the heap;
 * a *mark* records the serial number and the live count at the end of an
-  iteration: at each ``backward()`` call (the one call that every training
-  iteration makes once), or each time a caller says so.
+  iteration: when each ``backward()`` call returns (the one call that every
+  training iteration makes once), or each time a caller says so.
 
 The hooks are attributes set on the framework's classes: an ``__init__``
-that reports each new instance, and a ``backward`` that marks before it
-runs. They are shared by every active tracker and removed when the last one
+that reports each new instance, and a ``backward`` that marks when it
+returns. They are shared by every active tracker and removed when the last one
 stops. Classes defined later (a step module that the learner's script
 imports) are caught with a wrapper around ``builtins.__build_class__``,
 which only runs when a ``class`` statement runs, never per operation.
@@ -202,10 +202,13 @@ def _patch_one(klass, root):
 
         @functools.wraps(original_backward)
         def backward(self, *args, **kwargs):
+            result = original_backward(self, *args, **kwargs)
+            # After, not before: the gradients that backward makes belong to
+            # the same iteration as the graph they were computed from.
             for tracker in ACTIVE:
                 if tracker.mark_on_backward:
                     tracker.mark()
-            return original_backward(self, *args, **kwargs)
+            return result
 
         saved["backward"] = original_backward
         klass.backward = backward
