@@ -385,17 +385,24 @@ TRAINING = """
 """
 
 
-def test_leaks_finds_total_loss_and_exits_1(capsys, tmp_path):
-    path = script(tmp_path, TRAINING + """
-    total_loss = 0
-    for i in range(12):
+def training_script(tmp_path, before, keep, batches=12, after=""):
+    """A script that trains a small MLP for ``batches`` batches; the line
+    ``keep`` ends each batch (with ``loss`` in hand)."""
+    return script(tmp_path, TRAINING + f"""
+    {before}
+    for i in range({batches}):
         loss = F.mean_squared_error(model(x), y)
         model.cleargrads()
         loss.backward()
         optimizer.update()
-        total_loss += loss
-    print("trained")
+        {keep}
+    {after}
     """)
+
+
+def test_leaks_finds_total_loss_and_exits_1(capsys, tmp_path):
+    path = training_script(tmp_path, "total_loss = 0", "total_loss += loss",
+                           after='print("trained")')
     code, out, err = run_cli(capsys, path)
     assert code == 1, err
     assert "trained" in out
@@ -433,15 +440,7 @@ def test_leaks_finds_a_list_in_a_function_of_a_stage_module(capsys, tmp_path):
 
 
 def test_leaks_says_nothing_grows_for_a_clean_loop_and_exits_0(capsys, tmp_path):
-    path = script(tmp_path, TRAINING + """
-    total_loss = 0.0
-    for i in range(12):
-        loss = F.mean_squared_error(model(x), y)
-        model.cleargrads()
-        loss.backward()
-        optimizer.update()
-        total_loss += float(loss.data)
-    """)
+    path = training_script(tmp_path, "total_loss = 0.0", "total_loss += float(loss.data)")
     code, out, err = run_cli(capsys, path)
     assert code == 0, out + err
     assert "finished after 12 iterations" in out
@@ -491,15 +490,7 @@ def test_leaks_has_help(capsys):
 
 
 def test_python_dash_m_dezero_mini_leaks_in_a_subprocess(tmp_path):
-    path = script(tmp_path, TRAINING + """
-    losses = {}
-    for i in range(8):
-        loss = F.mean_squared_error(model(x), y)
-        model.cleargrads()
-        loss.backward()
-        optimizer.update()
-        losses[i] = loss
-    """)
+    path = training_script(tmp_path, "losses = {}", "losses[i] = loss", batches=8)
     done = subprocess.run([sys.executable, "-m", "dezero_mini", "leaks", str(path)],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 1, done.stderr
