@@ -42,7 +42,7 @@ import re
 import sys
 import types
 import weakref
-from collections import namedtuple
+from collections import deque, namedtuple
 
 from dezero_mini.memory.refgraph import (
     _attributes,
@@ -132,7 +132,7 @@ def _label(r, child, ignore):
             if value is child:
                 return f"[{key!r}]"
         return "[<a key>]"
-    if isinstance(r, (list, tuple)):
+    if isinstance(r, (list, tuple, deque)):
         for i, value in enumerate(r):
             if value is child:
                 return f"[{i}]"
@@ -340,7 +340,7 @@ class LeakedGraph:
         """Lines: the size, the holder and the chain, one link a line."""
         lines = [f"{self.objects} objects ({self.variables} Variables, {self.functions} "
                  f"Functions) holding {format_bytes(self.nbytes)} of arrays",
-                 f"  held by {self.held_by()}"]
+                 f"  {'held by ' if self.root else ''}{self.held_by()}"]
         if self.steps:
             width = max([len(self.root.name)] + [len(label) + 2 for _, label in self.steps if label])
             lines.append(f"    {self.root.name:<{width}}  {self.steps[0][0]}")
