@@ -43,6 +43,15 @@ def positive_int(text):
     return value
 
 
+def at_least_two(text):
+    """A whole number of at least 2 (``leaks --consecutive``: growth is
+    judged on what the iterations between the first and the last made)."""
+    value = positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 2, got {text!r}")
+    return value
+
+
 def seed_int(text):
     """A seed for NumPy's random generator: a whole number from 0 to 2**32 - 1."""
     try:
@@ -234,7 +243,7 @@ def _add_leaks(commands):
         "examples:\n"
         "  %(prog)s train.py\n"
         "  %(prog)s --consecutive 3 train.py --epochs 2"))
-    parser.add_argument("--consecutive", type=positive_int, default=5, metavar="N", help=(
+    parser.add_argument("--consecutive", type=at_least_two, default=5, metavar="N", help=(
         "report when the live objects have grown at N backward() calls in a row "
         "(default: %(default)s)"))
     parser.add_argument("script", metavar="SCRIPT", help="the Python script to run")

@@ -474,6 +474,7 @@ def test_leaks_exits_2_with_the_scripts_own_traceback(capsys, tmp_path, body, me
 @pytest.mark.parametrize("argv, message", [
     (["no_such_script.py"], "no such script"),
     (["--consecutive", "0", "x.py"], "--consecutive"),
+    (["--consecutive", "1", "x.py"], "at least 2"),
     ([], "SCRIPT"),
 ])
 def test_leaks_exits_2_for_a_bad_command_line(capsys, tmp_path, argv, message):
