@@ -47,7 +47,6 @@ from dezero_mini.memory.leaks import judge, report_between
 from dezero_mini.memory.tracking import Tracker
 
 UNIT = "iteration"
-
 HEADER = "=== dezero_mini leaks"
 
 

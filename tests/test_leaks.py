@@ -414,6 +414,21 @@ def test_leaks_finds_total_loss_and_exits_1(capsys, tmp_path):
     assert "objects and" in out and "per iteration" in out
 
 
+@pytest.mark.parametrize("before, keep, path", [
+    ("total_loss = 0", "total_loss += loss", "total_loss.creator.inputs["),
+    ("val = dezero_mini.Variable(np.zeros(()))", "val += loss", "val.creator.inputs["),
+    ("history = {'loss': []}", "history['loss'].append(loss)", "history['loss']["),
+    ("outputs = {}", "outputs[f'batch{i}'] = model(x)", "outputs['batch"),
+    ("class Recorder:\n        kept = []", "Recorder.kept.append(loss)", "Recorder.kept["),
+    ("def log(y, seen=[]):\n        seen.append(y)", "log(loss)", "log.__defaults__[0]["),
+])
+def test_leaks_names_the_root_of_each_shape(capsys, tmp_path, before, keep, path):
+    script_path = training_script(tmp_path, "import dezero_mini\n    " + before, keep, batches=8)
+    code, out, err = run_cli(capsys, script_path)
+    assert code == 1, out + err
+    assert f"held by {path}" in out
+
+
 def test_leaks_finds_a_list_in_a_function_of_a_stage_module(capsys, tmp_path):
     path = script(tmp_path, """
     import numpy as np
