@@ -1,13 +1,15 @@
 """The command line: ``python -m dezero_mini`` (installed as ``dezero_mini``).
 
-Three commands, one per thing the course does:
+Four commands, one per thing the course does:
 
 * ``train``: train a small network with the finished framework, and watch
   its memory stay flat epoch after epoch;
 * ``memory``: record the memory of the standard training run for one or
   more stages of the course, and write the plot and the figures as CSV;
 * ``graph``: draw the reference graph of a small computation, before or
-  after the user lets go of its result.
+  after the user lets go of its result;
+* ``leaks``: run the learner's own script and say which graphs its loop
+  keeps alive, and through which name (exit 1 when they grow).
 
 ``main(argv)`` returns the exit code: 0 when it worked, 1 when something it
 needs is missing (Graphviz's ``dot``), 2 for arguments it cannot use (the
@@ -19,6 +21,7 @@ import sys
 from pathlib import Path
 
 import dezero_mini
+from dezero_mini.cli_leaks import run_leaks
 from dezero_mini.cli_memory import DEFAULT_STAGES, run_graph, run_memory
 from dezero_mini.cli_train import ACTIVATIONS, DEFAULT_LR, OPTIMIZERS, TASKS, run_train
 from dezero_mini.memory import STAGES, GraphvizNotFound, load_stage
@@ -37,6 +40,15 @@ def positive_int(text):
         value = 0
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return value
+
+
+def at_least_two(text):
+    """A whole number of at least 2 (``leaks --consecutive``: growth is
+    judged on what the iterations between the first and the last made)."""
+    value = positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 2, got {text!r}")
     return value
 
 
@@ -218,8 +230,30 @@ def _add_graph(commands):
     parser.set_defaults(run=run_graph, parser=parser)
 
 
+def _add_leaks(commands):
+    parser = _subparser(commands, "leaks", "find what your own training loop keeps alive", (
+        "Run SCRIPT (with ARGS) as python would, and watch the Variables and\n"
+        "Functions of dezero_mini or of a stage module that it makes. The\n"
+        "iterations of its loop are its backward() calls. When the live objects\n"
+        "have grown at several calls in a row, and at the end, print what the\n"
+        "loop keeps alive: objects and bytes per iteration, and the shortest\n"
+        "chain of references from a name of the script (total_loss,\n"
+        "trainer.history['loss'][3], a closure, ...) to the largest surviving graph.\n\n"
+        "exit status: 0 nothing grows, 1 something grows, 2 the script cannot be run\n\n"
+        "examples:\n"
+        "  %(prog)s train.py\n"
+        "  %(prog)s --consecutive 3 train.py --epochs 2"))
+    parser.add_argument("--consecutive", type=at_least_two, default=5, metavar="N", help=(
+        "report when the live objects have grown at N backward() calls in a row "
+        "(default: %(default)s)"))
+    parser.add_argument("script", metavar="SCRIPT", help="the Python script to run")
+    parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
+                        help="arguments for the script")
+    parser.set_defaults(run=run_leaks, parser=parser)
+
+
 def build_parser(prog="dezero_mini"):
-    """The argument parser of the command line, with its three commands."""
+    """The argument parser of the command line, with its four commands."""
     parser = argparse.ArgumentParser(
         prog=prog, formatter_class=_HelpFormatter,
         description=("dezero_mini: a small autograd framework, and the instruments of the\n"
@@ -231,6 +265,7 @@ def build_parser(prog="dezero_mini"):
     _add_train(commands)
     _add_memory(commands)
     _add_graph(commands)
+    _add_leaks(commands)
     return parser
 
 
@@ -244,7 +279,7 @@ def main(argv=None, prog="dezero_mini"):
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
-        print(f"\n{prog}: error: choose a command: train, memory or graph", file=sys.stderr)
+        print(f"\n{prog}: error: choose a command: train, memory, graph or leaks", file=sys.stderr)
         return 2
     try:
         return args.run(args)

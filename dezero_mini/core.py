@@ -26,6 +26,7 @@ import weakref
 import numpy as np
 
 from dezero_mini import utils  # array helpers only: it needs nothing from this module
+from dezero_mini.leak_warning import setting_from_environment  # imports nothing of ours
 
 
 # --- Configuration ----------------------------------------------------------------
@@ -39,6 +40,7 @@ class _Config(threading.local):
 
     enable_backprop = True  # build the graph that backward needs
     train = True  # layers such as dropout behave differently at test time
+    warn_leaks = setting_from_environment()  # N: warn when the graph grows N updates in a row
 
 
 Config = _Config()

@@ -17,7 +17,8 @@ import weakref
 
 import numpy as np
 
-from dezero_mini.core import Variable
+from dezero_mini import leak_warning
+from dezero_mini.core import Config, Variable
 
 
 class Optimizer:
@@ -49,6 +50,8 @@ class Optimizer:
         for param in params:
             self.update_one(param)
         self._forget_dead_params()
+        if Config.warn_leaks:  # off by default: then this test is all it costs
+            leak_warning.after_update(Config.warn_leaks)
 
     def update_one(self, param):
         raise NotImplementedError(f"{type(self).__name__}.update_one")

@@ -28,12 +28,16 @@ itself) is measured the same way, on the same training run:
   the objects and the references that keep them alive.
 * ``disable_output_cache()``: stop IPython's ``Out``/``_`` from keeping
   cell results alive.
+* ``find_leaks()``: around some iterations of the learner's own loop (or
+  ``find_leaks(fn, repeat)``): what survived them, its bytes, and the chain
+  of references from a name of their code that keeps it alive.
 
 Measure with the collector disabled (the recorder's default) unless the
 lesson is about the collector: a reference cycle then shows as growth
 instead of as a delay.
 """
 from dezero_mini.memory.counting import count_live_objects, framework_classes
+from dezero_mini.memory.leaks import LeakFinder, LeakReport, find_leaks
 from dezero_mini.memory.notebook import disable_output_cache
 from dezero_mini.memory.plotting import plot_timeline, plot_training
 from dezero_mini.memory.inference import measure_inference
@@ -46,6 +50,8 @@ from dezero_mini.memory.workload import Workload, grad_array
 
 __all__ = [
     "GraphvizNotFound",
+    "LeakFinder",
+    "LeakReport",
     "ReferenceGraph",
     "SIGNALS",
     "STAGES",
@@ -55,6 +61,7 @@ __all__ = [
     "Workload",
     "count_live_objects",
     "disable_output_cache",
+    "find_leaks",
     "framework_classes",
     "grad_array",
     "load_stage",

@@ -342,7 +342,7 @@ class _Builder:
 
 
 @_collector_paused
-def reference_graph(names, watched=None, title=None, *, max_objects=150):
+def reference_graph(names, watched=None, title=None, *, max_objects=150, highlight=()):
     """The graph of the framework objects that the user's names (a dict such as
     ``{"x": x, "y": y}``), the stage-01 ``REGISTRY`` and the still-alive objects
     of ``watched`` reach. Names whose values reach no framework object are left
@@ -350,6 +350,8 @@ def reference_graph(names, watched=None, title=None, *, max_objects=150):
     reaches through strong references are marked as garbage. At most
     ``max_objects`` Variables and Functions are drawn (the registry of a long
     run holds thousands); garbage and cycles are computed on all of them.
+    The names in ``highlight`` are drawn as filled green boxes: the root of
+    a chain that keeps a graph alive (see ``dezero_mini.memory.find_leaks``).
 
     Building the graph neither runs nor needs the cyclic collector: it is
     paused during the call so that drawing does not free what it draws."""
@@ -379,7 +381,11 @@ def reference_graph(names, watched=None, title=None, *, max_objects=150):
                     b.drain()
             i += 1
         freed = watched.freed() if watched is not None else None
-        return _finish(b.nodes, b.edges, freed, title, max_objects)
+        graph = _finish(b.nodes, b.edges, freed, title, max_objects)
+        if highlight:
+            graph.highlight = {str(name) for name in highlight}
+            graph.source = graph._dot()
+        return graph
     finally:
         b.held.clear()  # drop our strong references even if something raised
         b.index.clear()
@@ -503,6 +509,7 @@ _STYLE = {
                  fontname="Courier-Bold"),
     "registry": dict(shape="folder", style="filled", fillcolor="#e7dcf5"),
 }
+_ROOT = dict(style="rounded,filled,bold", fillcolor="#d4f2dc", penwidth="2")
 _GARBAGE = dict(fillcolor="#d0d0d0", fontcolor="#505050", color="#808080")
 _CYCLE = dict(color="#d62728", fontcolor="#d62728", penwidth="2.2")
 _NAME_EDGE = dict(color="#2b7a3d", fontcolor="#2b7a3d")
@@ -515,7 +522,10 @@ class ReferenceGraph:
     garbage nodes), ``cycles`` (number of reference cycles: strongly connected
     components over the strong references), ``freed`` (counts of watched
     objects freed, or None), ``caption`` (its lines), ``source`` (the DOT
-    text). Holds no reference to the objects themselves."""
+    text). Holds no reference to the objects themselves. ``highlight``: the
+    titles of the name boxes drawn as roots."""
+
+    highlight = frozenset()
 
     def __init__(self, nodes, edges, garbage, cycles, freed, title, caption):
         self.nodes, self.edges, self.garbage = nodes, edges, garbage
@@ -536,6 +546,8 @@ class ReferenceGraph:
                "  edge [" + _attrs(fontname="Helvetica", fontsize=9, arrowsize=0.7) + "];"]
         for n in self.nodes:
             attrs = {"label": n.label, **_STYLE[n.kind], **(_GARBAGE if n.garbage else {})}
+            if n.kind == "name" and n.title in self.highlight:
+                attrs.update(_ROOT)
             out.append(f"  {n.id} [{_attrs(**attrs)}];")
         for e in self.edges:
             attrs = dict(label=e.label)

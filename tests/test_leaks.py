@@ -1,0 +1,600 @@
+"""The leak finder: find_leaks, the ``leaks`` command and the warning mode.
+
+Each leaking loop keeps the graph of every batch through a different kind
+of holder; the finder must say how much survives per iteration and name the
+holder. Signals are counts of live framework objects, with the cyclic
+collector disabled: deterministic.
+"""
+import builtins
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+import dezero_mini
+from dezero_mini import cli, leak_warning
+from dezero_mini.memory import find_leaks, load_stage
+from dezero_mini.memory.leaks import LeakReport
+from dezero_mini.memory.tracking import ACTIVE
+
+from conftest import stages_from
+
+STAGES = stages_from(3)
+
+
+class Net:
+    """A one-layer regression built from a stage's API: ``loss(i)`` builds
+    the graph of batch ``i``, ``step(i)`` trains on it and returns the loss."""
+
+    def __init__(self, module):
+        self.m = module
+        rng = np.random.RandomState(0)
+        self.W = module.Variable(rng.randn(3, 2))
+        self.b = module.Variable(np.zeros(2))
+
+    def forward(self, x):
+        m = self.m
+        return m.sigmoid(m.add(m.matmul(x, self.W), self.b))
+
+    def loss(self, i):
+        rng = np.random.RandomState(i)
+        x, t = self.m.Variable(rng.randn(4, 3)), self.m.Variable(rng.randn(4, 2))
+        return self.m.mean_squared_error(self.forward(x), t)
+
+    def step(self, i):
+        loss = self.loss(i)
+        self.W.cleargrad()
+        self.b.cleargrad()
+        loss.backward()
+        for p in (self.W, self.b):
+            g = p.grad if isinstance(p.grad, np.ndarray) else p.grad.data
+            p.data -= 0.1 * g
+        return loss
+
+
+def graph_size(net):
+    """Variables and Functions in the graph that one training step builds
+    and its backward adds (gradients of the inputs, in dezero_mini)."""
+    with find_leaks() as finder:
+        kept = [net.step(i) for i in range(4)]
+    size = finder.report.objects_per_iteration
+    del kept
+    return size
+
+
+@pytest.fixture(params=STAGES)
+def net(request, gc_disabled):
+    return Net(load_stage(request.param if request.param != "dezero_mini" else "dezero_mini"))
+
+
+# --- The four loops of the lesson, and a clean one ----------------------------------------
+def test_total_loss_plus_equals_loss(net):
+    total_loss = 0
+    with find_leaks() as finder:
+        for i in range(8):
+            loss = net.step(i)
+            total_loss += loss
+    report = finder.report
+    assert report.leaking
+    assert report.iterations == 6  # 8 backward() calls: the first starts, the last may keep
+    assert report.largest.root.name == "total_loss"
+    assert report.largest.root.kind == "local"
+    assert report.largest.path.startswith("total_loss.creator.inputs[")
+    assert "test_total_loss_plus_equals_loss()" in report.largest.root.where
+    # Every batch leaves its whole graph and the Add that joined it to the total.
+    assert report.objects_per_iteration >= graph_size(net) + 2
+    assert "total_loss" in str(report)
+
+
+def test_in_place_update_of_a_variable_in_the_graph(net):
+    """Seed 003's ``val += x``: no backward at all, so the iterations are
+    marked by hand."""
+    m = net.m
+    rng = np.random.RandomState(0)
+    val = m.Variable(np.zeros(1))
+    with find_leaks() as finder:
+        for _ in range(6):
+            val += m.Variable(rng.rand(1))
+            finder.step()
+    report = finder.report
+    assert report.leaking
+    assert report.unit == "step"
+    assert report.largest.root.name == "val"
+    assert report.largest.path.startswith("val.creator.inputs[0]")
+    assert report.objects_per_iteration == 3  # one Add, its input and its output
+    assert report.bytes_per_iteration == 16  # two float64 arrays of one element
+
+
+def test_losses_kept_in_a_dict_of_lists_for_logging(net):
+    class Trainer:
+        def __init__(self):
+            self.history = {"loss": []}
+
+    trainer = Trainer()
+    with find_leaks() as finder:
+        for i in range(6):
+            trainer.history["loss"].append(net.step(i))
+    report = finder.report
+    assert report.leaking
+    # One graph per judged batch (1 to 4: the first mark starts the count,
+    # the last batch may keep its graph), each held separately.
+    paths = sorted(graph.path for graph in report.graphs)
+    assert paths == [f"trainer.history['loss'][{i}]" for i in range(1, 5)]
+    assert all(graph.root.name == "trainer" for graph in report.graphs)
+    assert report.objects == 4 * report.graphs[0].objects
+
+
+def test_outputs_kept_by_an_attribute_cache_keyed_by_batch(net):
+    class Model:
+        def __init__(self, net):
+            self.net = net
+            self.cache = {}
+
+        def __call__(self, i, x):
+            y = self.net.forward(x)
+            self.cache[f"batch{i}"] = y  # "for the plots": every output stays
+            return y
+
+    model = Model(net)
+    with find_leaks() as finder:
+        for i in range(5):
+            y = model(i, net.m.Variable(np.ones((4, 3))))
+            net.m.sum(y).backward()
+    report = finder.report
+    assert report.leaking
+    assert {graph.path for graph in report.graphs} == {f"model.cache['batch{i}']" for i in (1, 2, 3)}
+
+
+def test_last_output_kept_by_a_closure(net):
+    def make_logger():
+        outputs = []
+
+        def log(y):
+            outputs.append(y)
+
+        return log
+
+    log = make_logger()
+    with find_leaks() as finder:
+        for i in range(5):
+            log(net.step(i))
+    report = finder.report
+    assert report.leaking
+    largest = report.largest
+    assert largest.root.name == "log"
+    assert largest.path.startswith("log.__closure__[0].cell_contents[")
+    assert any("closure variable 'outputs'" in note for note in largest.notes)
+
+
+def test_a_clean_loop_reports_nothing(net):
+    total_loss = 0.0
+    with find_leaks() as finder:
+        for i in range(8):
+            loss = net.step(i)
+            total_loss += float(loss.data)  # a number: the graph goes with the next batch
+    report = finder.report
+    assert not report.leaking
+    assert report.objects == 0 and report.graphs == []
+    assert len(set(report.counts[1:])) == 1  # the same count at every backward()
+    assert str(report).startswith("no leak")
+
+
+# --- Shapes that the lesson does not show ----------------------------------------------------
+def log_with_default(y, seen=[]):  # noqa: B006 (the leak under test)
+    seen.append(y)
+
+
+class Memo:
+    by_batch = {}  # a class attribute: shared by every instance, lives as long as the class
+
+
+def batch_keeper():
+    kept = []
+    while True:
+        kept.append((yield))
+
+
+def test_a_default_argument_keeps_the_graphs(net):
+    with find_leaks() as finder:
+        for i in range(5):
+            log_with_default(net.step(i))
+    largest = finder.report.largest
+    assert largest.root.name == "log_with_default" and largest.root.kind == "global"
+    assert largest.path.startswith("log_with_default.__defaults__[0][")
+    assert any("default value of the parameter 'seen'" in note for note in largest.notes)
+    log_with_default.__defaults__[0].clear()
+
+
+def test_a_class_attribute_keeps_the_graphs(net):
+    def one_batch():
+        Memo.by_batch[len(Memo.by_batch)] = net.step(len(Memo.by_batch))
+
+    try:
+        report = find_leaks(one_batch, repeat=4)
+    finally:
+        Memo.by_batch.clear()
+    assert report.leaking and report.unit == "call"
+    assert report.largest.path.startswith("Memo.by_batch[")
+    assert any("class attribute Memo.by_batch" in note for note in report.largest.notes)
+
+
+def test_a_suspended_generator_keeps_the_graphs(net):
+    keeper = batch_keeper()
+    next(keeper)
+    with find_leaks() as finder:
+        for i in range(5):
+            keeper.send(net.step(i))
+    largest = finder.report.largest
+    assert largest.root.name == "keeper"
+    assert largest.path.startswith("keeper.gi_frame.f_locals['kept'][")
+    assert any("suspended generator batch_keeper()" in note for note in largest.notes)
+    keeper.close()
+
+
+running_total = None
+
+
+def record(loss):
+    global running_total
+    running_total = loss if running_total is None else running_total + loss
+
+
+def test_a_global_rebound_inside_a_helper_function(net):
+    global running_total
+    with find_leaks() as finder:
+        for i in range(5):
+            record(net.step(i))
+    largest = finder.report.largest
+    running_total = None
+    assert largest.root == ("global", "running_total", __name__)
+    assert largest.path.startswith("running_total.creator.inputs[")
+
+
+# --- What the finder is not fooled by ----------------------------------------------------------
+def test_one_graph_kept_on_purpose_is_not_growth(net):
+    best = None
+    with find_leaks() as finder:
+        for i in range(6):
+            loss = net.step(i)
+            if i == 2:
+                best = loss  # one graph, kept once
+    report = finder.report
+    assert report.objects > 0 and not report.leaking
+    assert report.largest.root.name == "best"
+    assert str(report).startswith("no growth, but kept")
+    del best
+
+
+def test_parameters_made_on_the_first_batch_do_not_count(gc_disabled):
+    """dezero_mini's Linear makes its weights on its first call."""
+    from dezero_mini import layers, optimizers
+
+    F = dezero_mini.functions
+    model = layers.Linear(2)  # in_size unknown until the first batch
+    optimizer = optimizers.SGD(lr=0.1).setup(model)
+    x, t = np.ones((4, 3)), np.zeros((4, 2))
+    with find_leaks() as finder:
+        for _ in range(5):
+            loss = F.mean_squared_error(model(x), t)
+            model.cleargrads()
+            loss.backward()
+            optimizer.update()
+    assert not finder.report.leaking
+
+
+def test_too_few_iterations_are_not_judged(net):
+    kept = []
+    with find_leaks() as finder:
+        for i in range(2):
+            kept.append(net.step(i))
+    report = finder.report
+    assert not report.leaking and report.iterations == 0
+    assert "too few iterations" in str(report)
+
+
+def test_a_clean_function_called_several_times(net):
+    report = find_leaks(lambda: net.step(0), repeat=4)
+    assert isinstance(report, LeakReport)
+    assert not report.leaking and report.iterations == 3
+
+
+def test_bad_arguments_are_named():
+    with pytest.raises(TypeError, match="find_leaks: fn must be callable"):
+        find_leaks(42)
+    with pytest.raises(ValueError, match="find_leaks: repeat"):
+        find_leaks(lambda: None, repeat=1)
+    with pytest.raises(ValueError, match="find_leaks: slack"):
+        find_leaks(slack=-1)
+
+
+# --- The hooks come off ----------------------------------------------------------------------
+def test_the_framework_classes_are_left_as_they_were(gc_disabled):
+    m = load_stage(5)
+    before = {cls: dict(vars(cls)) for cls in (m.Variable, m.Function, m.Pow,
+                                               dezero_mini.Variable, dezero_mini.Function)}
+    build_class = builtins.__build_class__
+    with find_leaks() as finder:
+        class Twice(m.Function):  # defined inside the block: its objects count too
+            def __init__(self, k):
+                self.k = k  # no super().__init__()
+
+            def forward(self, x):
+                return x * self.k
+
+            def backward(self, gy):
+                return gy * self.k
+
+        kept = []
+        for _ in range(4):
+            kept.append(Twice(2)(m.Variable(np.ones(1))))
+            finder.step()
+    assert finder.report.objects_per_iteration == 3  # the Function, its input, its output
+    assert not ACTIVE
+    assert builtins.__build_class__ is build_class
+    for cls, namespace in before.items():
+        assert dict(vars(cls)) == namespace, cls
+    assert m.Variable(np.ones(1)).data.shape == (1,)  # constructors still work
+
+
+def test_the_report_draws_the_chain_with_a_root_box(net):
+    losses = []
+    with find_leaks() as finder:
+        for i in range(4):
+            losses.append(net.step(i))
+    graph = finder.report.graph()
+    root = next(node for node in graph.nodes if node.kind == "name")
+    assert root.title == finder.report.largest.path
+    assert root.title in graph.highlight
+    assert '#d4f2dc' in graph.source  # the filled green box of the root
+    drawn = sum(node.kind in ("variable", "function") for node in graph.nodes)
+    # The surviving graph, and the parameters it reaches (alive before the
+    # loop; in dezero_mini with their gradients, Variables too).
+    assert drawn - finder.report.largest.objects in (2, 4)
+    assert not graph.garbage
+
+
+# --- The command line --------------------------------------------------------------------------
+def run_cli(capsys, *argv):
+    try:
+        code = cli.main(["leaks", *map(str, argv)])
+    except SystemExit as stop:
+        code = stop.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def script(tmp_path, body, name="train.py"):
+    path = tmp_path / name
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+TRAINING = """
+    import numpy as np
+    import dezero_mini.functions as F
+    from dezero_mini import models, optimizers
+
+    np.random.seed(0)
+    x = np.random.rand(50, 1)
+    y = np.sin(2 * np.pi * x)
+    model = models.MLP((10, 1))
+    optimizer = optimizers.SGD(lr=0.2).setup(model)
+"""
+
+
+def training_script(tmp_path, before, keep, batches=12, after=""):
+    """A script that trains a small MLP for ``batches`` batches; the line
+    ``keep`` ends each batch (with ``loss`` in hand)."""
+    return script(tmp_path, TRAINING + f"""
+    {before}
+    for i in range({batches}):
+        loss = F.mean_squared_error(model(x), y)
+        model.cleargrads()
+        loss.backward()
+        optimizer.update()
+        {keep}
+    {after}
+    """)
+
+
+def test_leaks_finds_total_loss_and_exits_1(capsys, tmp_path):
+    path = training_script(tmp_path, "total_loss = 0", "total_loss += loss",
+                           after='print("trained")')
+    code, out, err = run_cli(capsys, path)
+    assert code == 1, err
+    assert "trained" in out
+    # Reported during the run (after 5 growing iterations) and at the end.
+    assert out.count("=== dezero_mini leaks") == 2
+    assert "live Variables and Functions have grown at each of the last 5" in out
+    assert "held by total_loss.creator.inputs[" in out
+    assert "(total_loss: a global of train.py)" in out
+    assert "objects and" in out and "per iteration" in out
+
+
+@pytest.mark.parametrize("before, keep, path", [
+    ("total_loss = 0", "total_loss += loss", "total_loss.creator.inputs["),
+    ("val = dezero_mini.Variable(np.zeros(()))", "val += loss", "val.creator.inputs["),
+    ("history = {'loss': []}", "history['loss'].append(loss)", "history['loss']["),
+    ("outputs = {}", "outputs[f'batch{i}'] = model(x)", "outputs['batch"),
+    ("class Recorder:\n        kept = []", "Recorder.kept.append(loss)", "Recorder.kept["),
+    ("def log(y, seen=[]):\n        seen.append(y)", "log(loss)", "log.__defaults__[0]["),
+])
+def test_leaks_names_the_root_of_each_shape(capsys, tmp_path, before, keep, path):
+    script_path = training_script(tmp_path, "import dezero_mini\n    " + before, keep, batches=8)
+    code, out, err = run_cli(capsys, script_path)
+    assert code == 1, out + err
+    assert f"held by {path}" in out
+
+
+def test_leaks_finds_a_list_in_a_function_of_a_stage_module(capsys, tmp_path):
+    path = script(tmp_path, """
+    import numpy as np
+    from dezero_mini.memory import load_stage
+
+    m = load_stage(4)
+
+    def train(batches):
+        W = m.Variable(np.ones((3, 1)))
+        history = []
+        for i in range(batches):
+            loss = m.sum(m.matmul(m.Variable(np.ones((2, 3))), W))
+            W.cleargrad()
+            loss.backward()
+            history.append(loss)  # kept "for the plot"
+        return len(history)
+
+    train(8)
+    """)
+    code, out, _ = run_cli(capsys, "--consecutive", 3, path)
+    assert code == 1
+    assert "held by history[" in out
+    assert "(history: a local variable of train() at train.py:" in out
+
+
+def test_leaks_says_nothing_grows_for_a_clean_loop_and_exits_0(capsys, tmp_path):
+    path = training_script(tmp_path, "total_loss = 0.0", "total_loss += float(loss.data)")
+    code, out, err = run_cli(capsys, path)
+    assert code == 0, out + err
+    assert "finished after 12 iterations" in out
+    assert "no leak" in out and "held by" not in out
+
+
+def test_leaks_passes_the_arguments_to_the_script(capsys, tmp_path):
+    path = script(tmp_path, """
+    import sys
+    print("argv:", sys.argv[1:], __name__)
+    """)
+    code, out, _ = run_cli(capsys, path, "--epochs", 3)
+    assert code == 0
+    assert "argv: ['--epochs', '3'] __main__" in out
+    assert "never called backward()" in out
+
+
+@pytest.mark.parametrize("body, message", [
+    ("x = 1 +\n", "SyntaxError"),
+    ("def main():\n    raise RuntimeError('broken batch')\nmain()\n", "RuntimeError: broken batch"),
+])
+def test_leaks_exits_2_with_the_scripts_own_traceback(capsys, tmp_path, body, message):
+    path = script(tmp_path, body)
+    code, _, err = run_cli(capsys, path)
+    assert code == 2
+    assert message in err
+    assert "train.py" in err
+    assert "cli_leaks.py" not in err  # the script's traceback, not ours
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["no_such_script.py"], "no such script"),
+    (["--consecutive", "0", "x.py"], "--consecutive"),
+    (["--consecutive", "1", "x.py"], "at least 2"),
+    ([], "SCRIPT"),
+])
+def test_leaks_exits_2_for_a_bad_command_line(capsys, tmp_path, argv, message):
+    code, _, err = run_cli(capsys, *argv)
+    assert code == 2
+    assert message in err
+
+
+def test_leaks_has_help(capsys):
+    code, out, _ = run_cli(capsys, "--help")
+    assert code == 0
+    assert out.startswith("usage: dezero_mini leaks")
+    assert "--consecutive" in out and "exit status" in out
+
+
+def test_python_dash_m_dezero_mini_leaks_in_a_subprocess(tmp_path):
+    path = training_script(tmp_path, "losses = {}", "losses[i] = loss", batches=8)
+    done = subprocess.run([sys.executable, "-m", "dezero_mini", "leaks", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr
+    assert "held by losses[" in done.stdout
+
+
+# --- The warning mode --------------------------------------------------------------------------
+@pytest.fixture
+def warn_leaks(gc_disabled):
+    """Config.warn_leaks is restored, and the watch reset, after the test."""
+    leak_warning.reset()
+    old = dezero_mini.Config.warn_leaks
+    yield
+    dezero_mini.Config.warn_leaks = old
+    leak_warning.reset()
+
+
+def train(batches, keep):
+    from dezero_mini import models, optimizers
+
+    F = dezero_mini.functions
+    np.random.seed(0)
+    x, y = np.random.rand(20, 1), np.random.rand(20, 1)
+    model = models.MLP((5, 1))
+    optimizer = optimizers.Adam().setup(model)
+    for _ in range(batches):
+        loss = F.mean_squared_error(model(x), y)
+        model.cleargrads()
+        loss.backward()
+        optimizer.update()
+        keep(loss)
+
+
+def test_the_warning_mode_warns_once_with_the_chain(warn_leaks):
+    dezero_mini.Config.warn_leaks = 3
+    history = []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        train(12, history.append)
+    leaks = [w for w in caught if issubclass(w.category, leak_warning.GraphLeakWarning)]
+    assert len(leaks) == 1
+    message = str(leaks[0].message)
+    assert "grown at each of the last 3 optimizer updates" in message
+    assert "held by history[" in message
+    assert leaks[0].filename == __file__  # the learner's line, not the optimizer's
+    assert not ACTIVE  # after warning, nothing is watched any more
+
+
+def test_the_warning_mode_is_silent_on_a_clean_loop(warn_leaks):
+    dezero_mini.Config.warn_leaks = 3
+    numbers = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", leak_warning.GraphLeakWarning)
+        train(12, lambda loss: numbers.append(float(loss.data)))
+
+
+def test_the_warning_mode_is_off_by_default_and_then_watches_nothing(warn_leaks):
+    assert leak_warning.setting_from_environment({}) == 0
+    dezero_mini.Config.warn_leaks = 0
+    history = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", leak_warning.GraphLeakWarning)
+        train(12, history.append)
+    assert leak_warning._watch is None and not ACTIVE
+    assert "__init__" in vars(dezero_mini.Variable)  # the class's own, not wrapped
+    assert not hasattr(vars(dezero_mini.Variable)["__init__"], "__wrapped__")
+
+
+def test_the_environment_variable_sets_the_default():
+    assert leak_warning.setting_from_environment({"DEZERO_MINI_WARN_LEAKS": " 4 "}) == 4
+    assert leak_warning.setting_from_environment({"DEZERO_MINI_WARN_LEAKS": ""}) == 0
+    with pytest.raises(ValueError, match="DEZERO_MINI_WARN_LEAKS='often'"):
+        leak_warning.setting_from_environment({"DEZERO_MINI_WARN_LEAKS": "often"})
+
+
+def test_the_environment_variable_turns_the_warning_on_in_a_new_process(tmp_path):
+    path = script(tmp_path, """
+    import dezero_mini
+    from test_leaks import train
+    print("warn_leaks =", dezero_mini.Config.warn_leaks)
+    kept = []
+    train(10, kept.append)
+    """)
+    env = {**__import__("os").environ, "DEZERO_MINI_WARN_LEAKS": "4",
+           "PYTHONPATH": str(__import__("pathlib").Path(__file__).parent)}
+    done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
+                          timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "warn_leaks = 4" in done.stdout
+    assert done.stderr.count("GraphLeakWarning") == 1
+    assert "held by kept[" in done.stderr
