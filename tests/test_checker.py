@@ -20,6 +20,7 @@ from conftest import STEPS
 from dezero_mini import cli
 from dezero_mini.contracts import contracts_at, get_stage, stages
 from dezero_mini.contracts.runner import OUTPUT_LIMIT, check_file
+from dezero_mini.memory.stages import stage_path
 
 BATCHES = "20"  # the default is 200 (as in test_stage_memory); 20 show every leak too
 
@@ -143,6 +144,12 @@ def check_json(capsys, *argv):
     code = cli.main(["check", *argv, "--json", "--batches", BATCHES])
     out, err = capsys.readouterr()
     return code, json.loads(out)
+
+
+def test_every_stage_with_contracts_has_its_step_file():
+    """The stage data (``dezero_mini/contracts/stageNN.py``) names the file of steps/."""
+    for stage in stages():
+        assert stage_path(stage.number).name == stage.file_name
 
 
 def test_every_stage_has_a_wrong_and_a_correct_case():

@@ -26,9 +26,9 @@ def live_objects_constant(module):
     values = np.unique(live)
     return Measurement(
         passed=bool(np.all(live == live[0])),
-        expected=f"{int(live[0])} live objects after each of {len(live)} batches",
+        expected=f"as many live objects after each of {len(live)} batches as after the first",
         measured=(f"{int(live[0])} after every batch" if len(values) == 1
-                  else f"from {int(live[0])} to {int(live[-1])}"))
+                  else f"{int(live[0])} after the first, {int(live[-1])} after the last"))
 
 
 @STAGE.contract(hint="""

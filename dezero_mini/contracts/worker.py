@@ -66,6 +66,7 @@ def main(argv):
     from dezero_mini.memory.stages import load_stage_file
 
     configure(batches=batches)
+    sys.path.insert(0, str(path.parent))  # as when the file runs as a script
     try:
         module = load_stage_file(path, learner_module_name(path))
     except BaseException as error:  # SyntaxError, SystemExit, anything the file raises
