@@ -1,6 +1,6 @@
 """The command line: ``python -m dezero_mini`` (installed as ``dezero_mini``).
 
-Four commands, one per thing the course does:
+The commands, one per thing the course does:
 
 * ``train``: train a small network with the finished framework, and watch
   its memory stay flat epoch after epoch;
@@ -9,7 +9,9 @@ Four commands, one per thing the course does:
 * ``graph``: draw the reference graph of a small computation, before or
   after the user lets go of its result;
 * ``leaks``: run the learner's own script and say which graphs its loop
-  keeps alive, and through which name (exit 1 when they grow).
+  keeps alive, and through which name (exit 1 when they grow);
+* ``start`` and ``check`` (in ``cli_check``): rebuild a stage yourself and
+  hold your file to the stage's memory contract.
 
 ``main(argv)`` returns the exit code: 0 when it worked, 1 when something it
 needs is missing (Graphviz's ``dot``), 2 for arguments it cannot use (the
@@ -21,6 +23,7 @@ import sys
 from pathlib import Path
 
 import dezero_mini
+from dezero_mini.cli_check import add_check, add_start
 from dezero_mini.cli_leaks import run_leaks
 from dezero_mini.cli_memory import DEFAULT_STAGES, run_graph, run_memory
 from dezero_mini.cli_train import ACTIVATIONS, DEFAULT_LR, OPTIMIZERS, TASKS, run_train
@@ -266,6 +269,8 @@ def build_parser(prog="dezero_mini"):
     _add_memory(commands)
     _add_graph(commands)
     _add_leaks(commands)
+    add_start(commands, _subparser)
+    add_check(commands, _subparser)
     return parser
 
 
@@ -279,7 +284,8 @@ def main(argv=None, prog="dezero_mini"):
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
-        print(f"\n{prog}: error: choose a command: train, memory, graph or leaks", file=sys.stderr)
+        print(f"\n{prog}: error: choose a command: train, memory, graph, leaks, start or check",
+              file=sys.stderr)
         return 2
     try:
         return args.run(args)

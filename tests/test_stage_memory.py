@@ -1,153 +1,58 @@
-"""The memory contract of each stage, on the standard workload.
+"""Every stage's contract, on the course's own step files and on dezero_mini.
+
+The contracts are defined once, in ``dezero_mini.contracts`` (one module per
+stage): ``python -m dezero_mini check`` holds a learner's file to the same
+objects. Here each contract runs on every stage module where it holds: from
+the stage that introduces it on (``dezero_mini`` counts as the last stage),
+up to its ``until`` stage for the leaks that a later stage fixes on purpose.
 
 Deterministic signals only: counts of live Variables and Functions, and
-tracemalloc bytes, with the cyclic collector disabled (the recorder disables
-it). Each stage is recorded once for 200 batches and shared by its tests.
+tracemalloc bytes, with the cyclic collector disabled. Each stage's
+200-batch training record is made once and shared by its contracts
+(``dezero_mini.contracts.bench``). That the contracts can fail is shown by
+``test_checker.py``, which runs them on subtly wrong files.
 """
-import gc
-
-import numpy as np
 import pytest
 
-from conftest import load, stages_from
-from dezero_mini.memory import (
-    Workload,
-    measure_inference,
-    record_step_timeline,
-    record_training,
-)
-
-BATCHES = 200
-KIB = 1024
-
-_records = {}
+from conftest import ALL_STAGES, load
+from dezero_mini.contracts import FINISHED, all_contracts
+from dezero_mini.contracts.bench import BATCHES, bench
+from dezero_mini.memory import Workload
 
 
-def recorded(stage):
-    """The 200-batch record of a stage (gc disabled), made once per session."""
-    if stage not in _records:
-        _records[stage] = record_training(load(stage), batches=BATCHES, gc_enabled=False)
-        registry = getattr(load(stage), "REGISTRY", None)
-        if registry is not None:
-            registry.clear()  # the record keeps the figures, not the objects
-        gc.collect()
-    return _records[stage]
+def number_of(stage_name):
+    return FINISHED if stage_name == "dezero_mini" else int(stage_name[4:6])
 
 
-def objects_per_graph():
-    """How many Variables and Functions one training batch makes: stage 01's
-    registry sees every one of them."""
+CASES = [pytest.param(contract, stage, id=f"{contract.name}-{stage}")
+         for contract in all_contracts() for stage in ALL_STAGES
+         if contract.holds_at(number_of(stage))]
+
+
+@pytest.mark.parametrize("contract, stage", CASES)
+def test_contract_holds(contract, stage):
+    found = contract.check(load(stage))
+    assert found.passed, f"{contract.name} on {stage}: expected {found.expected}; " \
+                         f"measured {found.measured}"
+
+
+def test_every_contract_is_held_by_some_stage():
+    held = {contract.name for contract, _ in (case.values for case in CASES)}
+    assert held == {contract.name for contract in all_contracts()}
+
+
+def test_records_have_the_batches_of_the_course():
+    assert bench(load("step03_weakref_outputs")).record.batches == BATCHES == 200
+
+
+def test_graph_size_is_what_the_stage01_registry_sees():
+    """The bench counts one batch's graph without a registry; stage 01's
+    registry, which sees every Variable and Function made, agrees."""
     module = load("step01_leaking_graph")
     workload = Workload(module)
     module.REGISTRY.clear()
     workload.train_step(0)
     made = len(module.REGISTRY.variables) + len(module.REGISTRY.functions)
     module.REGISTRY.clear()
-    return made
-
-
-def framework_objects_found_by_collector(stage, batches=20):
-    """Run batches with the collector off, then let it collect once and return
-    the Variables and Functions that it had to free (DEBUG_SAVEALL keeps them
-    in gc.garbage so that we can look)."""
-    module = load(stage)
-    was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        workload = Workload(module)
-        for i in range(batches):
-            workload.train_step(i)
-        gc.set_debug(gc.DEBUG_SAVEALL)
-        gc.collect()
-        found = [o for o in gc.garbage if isinstance(o, (module.Variable, module.Function))]
-        return len(found)
-    finally:
-        gc.set_debug(0)
-        gc.garbage.clear()
-        gc.collect()
-        if was_enabled:
-            gc.enable()
-
-
-# --- stage 01: the registry and the cycles keep everything --------------------------
-def test_stage01_keeps_at_least_one_graph_per_batch():
-    record = recorded("step01_leaking_graph")
-    growth = np.diff(record.live_objects)
-    assert objects_per_graph() > 0
-    assert growth.min() >= objects_per_graph()
-    assert record.slope("traced_current") > 10 * KIB
-
-
-def test_stage01_collector_does_not_bring_memory_down():
-    record = recorded("step01_leaking_graph")
-    assert record.live_after_collect >= record.live_objects[-1]
-
-
-# --- stage 02: only the cycles keep it: the collector can free them ----------------------
-def test_stage02_grows_with_the_collector_disabled():
-    record = recorded("step02_cycles")
-    growth = np.diff(record.live_objects)
-    assert growth.min() >= objects_per_graph()
-    assert record.slope("traced_current") > 10 * KIB
-
-
-def test_stage02_gc_collect_returns_to_the_floor_and_reports_what_it_freed():
-    record = recorded("step02_cycles")
-    floor = record.live_objects[0] - objects_per_graph()  # before the first batch's graph
-    assert record.final_collected >= objects_per_graph() * (BATCHES - 1)
-    assert record.live_after_collect == floor
-
-
-def test_stage02_collector_frees_framework_objects():
-    """The positive control of the stage-03 test below."""
-    assert framework_objects_found_by_collector("step02_cycles") > 0
-
-
-# --- stage 03 and every later stage: flat ---------------------------------------------------
-@pytest.mark.parametrize("stage", stages_from(3))
-def test_live_objects_return_to_a_constant_after_each_batch(stage):
-    record = recorded(stage)
-    assert np.all(record.live_objects == record.live_objects[0]), np.unique(record.live_objects)
-
-
-@pytest.mark.parametrize("stage", stages_from(3))
-def test_traced_memory_grows_less_than_1_kib_per_batch(stage):
-    assert abs(recorded(stage).slope("traced_current")) < KIB
-
-
-@pytest.mark.parametrize("stage", stages_from(3))
-def test_collector_finds_no_framework_object(stage):
-    assert framework_objects_found_by_collector(stage) == 0
-
-
-# --- stage 04: a lower peak within backward -------------------------------------------------
-@pytest.mark.parametrize("stage", stages_from(4))
-def test_backward_peak_is_lower_than_stage03(stage):
-    before = record_step_timeline(load("step03_weakref_outputs"))
-    after = record_step_timeline(load(stage))
-    assert after.backward_peak < before.backward_peak
-
-
-def test_retain_grad_true_gives_back_the_stage03_peak():
-    """The saving comes from dropping intermediate gradients, nothing else."""
-    dropped = record_step_timeline(load("step04_retain_grad"), retain_grad=False)
-    kept = record_step_timeline(load("step04_retain_grad"), retain_grad=True)
-    assert dropped.backward_peak < kept.backward_peak
-
-
-# --- stage 05: inference holds about two activations ---------------------------------------
-@pytest.mark.parametrize("stage", stages_from(5))
-def test_no_grad_inference_peak_is_a_few_activations_plus_parameters(stage):
-    free = measure_inference(load(stage), no_grad=True)
-    graph = measure_inference(load(stage), no_grad=False)
-    assert free["peak_in_activations"] <= 3.5, free
-    assert graph["peak_in_activations"] >= 2 * free["peak_in_activations"], (free, graph)
-
-
-@pytest.mark.parametrize("stage", stages_from(3))  # 01-02 share 03's arithmetic
-def test_workload_learns(stage):
-    """The standard workload is a real training run: the loss falls."""
-    workload = Workload(load(stage))
-    losses = [workload.train_step(i) for i in range(150)]
-    assert np.mean(losses[-20:]) < 0.8 * np.mean(losses[:20])
+    assert made > 0
+    assert bench(module).graph_size == made

@@ -135,3 +135,36 @@ def stage_label(module):
     if stage == "dezero_mini":
         return "dezero_mini"
     return f"stage {stage} ({title})" if title else f"stage {stage}"
+
+
+def stage_path(stage):
+    """The step file of a stage of the course (a number or a name, as for
+    ``load_stage``), without importing it. Raises ValueError, listing the
+    valid stages, for a stage that has no step file."""
+    found = _discover()
+    match = _match(stage, found)
+    if match is None:
+        raise ValueError(f"unknown stage {stage!r}; {_valid_stages_text(found)}")
+    return match[2]
+
+
+def load_stage_file(path, module_name=None):
+    """Import any Python file as a stage module (a learner's own
+    ``step04_retain_grad.py``, say) and return it.
+
+    The module is registered in ``sys.modules`` under ``module_name``
+    (default: the file's name without ``.py``), like a step of ``steps/``,
+    so that it has one ``Variable`` class however often it is looked up. A
+    name already taken by another file raises ImportError: pass another
+    ``module_name``. FileNotFoundError for a file that does not exist;
+    whatever the file raises while it runs comes out unchanged.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"load_stage_file: no such file: {str(path)!r}")
+    if module_name is None:
+        module_name = path.stem
+    if not module_name.isidentifier():
+        raise ValueError(f"load_stage_file: {module_name!r} is not a valid module name; "
+                         "pass module_name=")
+    return _import_step(module_name, path)

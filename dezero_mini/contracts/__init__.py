@@ -1,0 +1,181 @@
+"""The memory contract of each stage of the course, defined once.
+
+A *contract* is one property that a stage's framework must have, measured
+on a stage module: "the live objects return to a constant after each
+batch", "``no_grad()`` restores the mode after an exception". Each one has
+
+* a ``name`` (``live_objects_constant``),
+* the stage it starts at (``stage``) and, for the properties that a later
+  stage fixes on purpose (stage 01's leak), the last stage it holds at
+  (``until``); every stage in between is held to it too,
+* ``measure(module)``, which runs the experiment and returns a
+  ``Measurement``: ``(passed, expected, measured)``, the two last in words,
+* a ``hint`` that points at the idea of the stage, never at the answer.
+
+The same objects serve two masters: ``tests/`` runs them on ``steps/`` (the
+course's own snapshots), and ``python -m dezero_mini check N FILE`` runs
+them on a learner's file (``dezero_mini.contracts.runner``).
+
+Each stage is one small module of this package, ``stageNN.py``: its
+metadata (a ``Stage``: number, name, title, the idea, what to change, the
+names the checker needs) and its contracts, made with ``@STAGE.contract``.
+A new stage of the course gets ``start`` and ``check`` by adding its
+module here; nothing else needs to change.
+"""
+import importlib
+import pkgutil
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+_STAGE_MODULE = re.compile(r"^stage(\d\d)$")
+
+#: The stage number that the finished package ``dezero_mini`` stands for:
+#: after every stage of the course, so that every contract without an end
+#: holds for it.
+FINISHED = 99
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """What a contract found: ``passed``, and what was ``expected`` and
+    ``measured``, in words a learner can compare."""
+
+    passed: bool
+    expected: str
+    measured: str
+
+
+@dataclass(frozen=True)
+class Contract:
+    """One property of a stage's framework (see the module's docstring)."""
+
+    name: str
+    stage: int
+    summary: str  # one line, without a full stop
+    hint: str
+    measure: Callable
+    until: Optional[int] = None
+
+    def holds_at(self, number):
+        """Whether a framework at stage ``number`` must keep this contract."""
+        return self.stage <= number and (self.until is None or number <= self.until)
+
+    def check(self, module):
+        """Measure ``module`` and return a ``Measurement``. Whatever graphs
+        the measurement left alive are freed afterwards (stage 01 keeps them
+        in a registry, stage 02 in cycles), so that they do not weigh on the
+        next contract's figures."""
+        from dezero_mini.contracts.bench import forget_graphs
+
+        try:
+            result = self.measure(module)
+        finally:
+            forget_graphs(module)
+        if not isinstance(result, Measurement):
+            raise TypeError(f"contract {self.name}: measure returned {type(result).__name__}, "
+                            "not a Measurement")
+        return result
+
+    def __repr__(self):
+        span = f"{self.stage:02d}" + (f"-{self.until:02d}" if self.until else "+")
+        return f"Contract({self.name}, stages {span})"
+
+
+@dataclass
+class Stage:
+    """The metadata of one stage of the course, and its contracts.
+
+    number, name: as in ``steps/stepNN_<name>.py``; title: a short phrase;
+    idea: one or two sentences on what the stage teaches; change: what a
+    learner changes in the previous stage's file to get this one (it
+    becomes the header of ``start``); needs: the names a stage module must
+    define from this stage on (the checker refuses a file without them).
+    """
+
+    number: int
+    name: str
+    title: str
+    idea: str
+    change: str
+    needs: tuple = ()
+    contracts: list = field(default_factory=list)
+
+    @property
+    def file_name(self):
+        return f"step{self.number:02d}_{self.name}.py"
+
+    @property
+    def label(self):
+        return f"stage {self.number:02d} ({self.title})"
+
+    def contract(self, hint, until=None):
+        """Decorator: make ``measure(module)`` a contract of this stage,
+        named after the function, summarised by its docstring's first line."""
+
+        def make(measure):
+            summary = (measure.__doc__ or measure.__name__).strip().splitlines()[0].rstrip(".")
+            made = Contract(name=measure.__name__, stage=self.number, summary=summary,
+                            hint=" ".join(hint.split()), measure=measure, until=until)
+            self.contracts.append(made)
+            return made
+
+        return make
+
+
+_stages = None
+
+
+def stages():
+    """Every stage that has contracts, in course order (imports the
+    ``stageNN`` modules of this package the first time)."""
+    global _stages
+    if _stages is None:
+        found = []
+        for info in pkgutil.iter_modules(__path__):
+            if _STAGE_MODULE.match(info.name):
+                found.append(importlib.import_module(f"{__name__}.{info.name}").STAGE)
+        _stages = sorted(found, key=lambda stage: stage.number)
+    return _stages
+
+
+def get_stage(number):
+    """The ``Stage`` numbered ``number``; ValueError naming the known ones."""
+    for stage in stages():
+        if stage.number == number:
+            return stage
+    known = ", ".join(str(stage.number) for stage in stages())
+    raise ValueError(f"stage {number} has no contracts; stages with contracts: {known}")
+
+
+def contracts_at(number):
+    """Every contract that a framework at stage ``number`` must keep, in
+    course order: its own and those of earlier stages that still hold."""
+    return [contract for stage in stages() for contract in stage.contracts
+            if contract.holds_at(number)]
+
+
+def all_contracts():
+    """Every contract of every stage, in course order."""
+    return [contract for stage in stages() for contract in stage.contracts]
+
+
+def names_needed_at(number):
+    """The names a stage module must define at stage ``number``."""
+    names = []
+    for stage in stages():
+        if stage.number <= number:
+            names.extend(name for name in stage.needs if name not in names)
+    return names
+
+
+def missing_names(module, number):
+    """The names that stage ``number`` needs and ``module`` lacks."""
+    return [name for name in names_needed_at(number) if not hasattr(module, name)]
+
+
+def stage_number_of(module):
+    """The stage number of a module of the course: its ``STAGE`` (``"03"``),
+    or ``FINISHED`` for the package ``dezero_mini``."""
+    stage = getattr(module, "STAGE", None)
+    return FINISHED if stage == "dezero_mini" else int(stage)

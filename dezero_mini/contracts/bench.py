@@ -1,0 +1,112 @@
+"""The experiments that several contracts read, run once per stage module.
+
+``bench(module)`` returns the module's ``Bench``: the 200-batch training
+record (collector off), the size of one batch's graph, and what the cyclic
+collector finds after a few batches are each measured the first time a
+contract asks and kept (figures only, never the framework's objects).
+"""
+import gc
+import weakref
+from functools import cached_property
+
+import numpy as np
+
+from dezero_mini.memory.counting import count_live_objects
+from dezero_mini.memory.probes import collector
+from dezero_mini.memory.recorder import record_training
+from dezero_mini.memory.workload import Workload, grad_array
+
+#: Batches of the training record that the contracts read, by default
+#: (``configure(batches=...)`` changes it for a process: the checker's
+#: ``--batches``).
+BATCHES = 200
+_settings = {"batches": BATCHES}
+KIB = 1024
+
+_benches = weakref.WeakKeyDictionary()
+
+
+def configure(*, batches):
+    """Set how many batches the training records of later benches have."""
+    if int(batches) < 2:
+        raise ValueError(f"configure: batches must be at least 2, got {batches!r}")
+    _settings["batches"] = int(batches)
+
+
+def bench(module):
+    """The ``Bench`` of ``module``, made on first use."""
+    if module not in _benches:
+        _benches[module] = Bench(module)
+    return _benches[module]
+
+
+def forget_graphs(module):
+    """Free what a measurement left alive: clear a stage-01-style registry
+    (``REGISTRY.clear()``, if the module has one) and collect the cycles."""
+    registry = getattr(module, "REGISTRY", None)
+    if callable(getattr(registry, "clear", None)):
+        registry.clear()
+    gc.collect()
+
+
+class Bench:
+    """Cached measurements of one stage module (see the module docstring)."""
+
+    def __init__(self, module):
+        self.module = module
+        self.batches = _settings["batches"]
+
+    @cached_property
+    def record(self):
+        """``record_training`` for ``self.batches`` batches, collector off."""
+        try:
+            return record_training(self.module, batches=self.batches, gc_enabled=False, rss=False)
+        finally:
+            forget_graphs(self.module)  # the record keeps the figures, not the objects
+
+    @cached_property
+    def graph_size(self):
+        """How many Variables and Functions one training batch makes: those
+        alive after backward while the loss is still held, minus those
+        alive before (the whole graph is reachable from the loss then)."""
+        workload = Workload(self.module)
+        try:
+            with collector(False):
+                before = count_live_objects(self.module)["total"]
+                loss = workload.loss(0)
+                loss.backward()
+                made = count_live_objects(self.module)["total"] - before
+                del loss
+        finally:
+            forget_graphs(self.module)
+        return made
+
+    def framework_objects_found_by_collector(self, batches=20):
+        """Run ``batches`` with the collector off, then let it collect once
+        and return how many Variables and Functions it had to free
+        (DEBUG_SAVEALL keeps them in ``gc.garbage`` so that we can look)."""
+        module = self.module
+        gc.collect()
+        with collector(False):
+            try:
+                workload = Workload(module)
+                for i in range(batches):
+                    workload.train_step(i)
+                gc.set_debug(gc.DEBUG_SAVEALL)
+                gc.collect()
+                classes = (module.Variable, module.Function)
+                return sum(1 for obj in gc.garbage if isinstance(obj, classes))
+            finally:
+                gc.set_debug(0)
+                gc.garbage.clear()
+                forget_graphs(module)
+
+
+def min_growth(record):
+    """The smallest growth of live objects from one batch to the next."""
+    return int(np.diff(record.live_objects).min())
+
+
+def array(gradient):
+    """A gradient as an array (a Variable in dezero_mini), or None."""
+    return None if gradient is None else np.asarray(grad_array(gradient))

@@ -1,0 +1,53 @@
+"""Stage 03, weakref_outputs: no cycle, so a graph dies the moment the user lets go."""
+import numpy as np
+
+from dezero_mini.contracts import Measurement, Stage
+from dezero_mini.contracts.bench import KIB, bench
+
+STAGE = Stage(
+    number=3,
+    name="weakref_outputs",
+    title="weakref outputs",
+    idea=("Function.outputs hold weak references: there is no cycle left, so reference "
+          "counting frees a graph the moment the user lets go of it."),
+    change=("Break the Variable<->Function cycle: keep the strong reference that "
+            "backward needs to walk the graph, and let the other direction no longer "
+            "keep its object alive (Python's weakref module)."),
+)
+
+
+@STAGE.contract(hint="""
+    When a batch is done and the user has let go of its loss, reference counting
+    alone must free the whole graph: nothing may keep a Variable or Function of a
+    finished batch, neither a reference cycle nor anything global.""")
+def live_objects_constant(module):
+    """With the collector off, live Variables and Functions are the same after every batch."""
+    live = bench(module).record.live_objects
+    values = np.unique(live)
+    return Measurement(
+        passed=bool(np.all(live == live[0])),
+        expected=f"as many live objects after each of {len(live)} batches as after the first",
+        measured=(f"{int(live[0])} after every batch" if len(values) == 1
+                  else f"{int(live[0])} after the first, {int(live[-1])} after the last"))
+
+
+@STAGE.contract(hint="""
+    The arrays of finished batches are still alive: something keeps each graph. Look
+    at which references between a Function and its outputs are strong, and which of
+    them backward really needs.""")
+def traced_bytes_flat(module):
+    """With the collector off, traced memory grows less than 1 KiB per batch."""
+    slope = bench(module).record.slope("traced_current")
+    return Measurement(passed=abs(slope) < KIB, expected="|slope| < 1.0 KiB per batch",
+                       measured=f"{slope / KIB:.1f} KiB per batch")
+
+
+@STAGE.contract(hint="""
+    The cyclic collector still finds Variables or Functions to free: the graph has a
+    reference cycle. Of the two directions of the Variable<->Function link, which one
+    must be strong for backward to work?""")
+def collector_finds_nothing(module):
+    """After 20 batches with the collector off, it finds no framework object to free."""
+    found = bench(module).framework_objects_found_by_collector()
+    return Measurement(passed=found == 0, expected="0 Variables and Functions",
+                       measured=f"{found}")

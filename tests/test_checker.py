@@ -1,0 +1,321 @@
+"""``start`` and ``check``: the checker tells a correct stage file from a subtly wrong one.
+
+Every case is a small patch applied, at test time, to a file of ``steps/``
+(so the cases follow later edits of the step files; a patch that no longer
+applies fails loudly instead of testing nothing). The wrong files are the
+mistakes that a learner makes; the correct ones are written differently
+from ``steps/``. Each case runs the real checker (a child process per run)
+with a shorter training record than the default, to keep the suite fast.
+"""
+import json
+import re
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+
+import pytest
+
+from conftest import STEPS
+from dezero_mini import cli
+from dezero_mini.contracts import contracts_at, get_stage, stages
+from dezero_mini.contracts.runner import OUTPUT_LIMIT, check_file
+from dezero_mini.memory.stages import stage_path
+
+BATCHES = "20"  # the default is 200 (as in test_stage_memory); 20 show every leak too
+
+
+def step_text(number):
+    return next(STEPS.glob(f"step{number:02d}_*.py")).read_text()
+
+
+def patched(text, *edits):
+    """``text`` with each ``(pattern, replacement, count)`` applied as a
+    multi-line regular expression that must match exactly ``count`` times."""
+    for pattern, replacement, count in edits:
+        text, made = re.subn(pattern, replacement, text, flags=re.MULTILINE)
+        assert made == count, f"the patch {pattern!r} matched {made} times, not {count}"
+    return text
+
+
+# --- The cases ------------------------------------------------------------------------------
+@dataclass
+class Case:
+    name: str
+    stage: int   # checked against this stage
+    base: int    # the step file that the patch starts from
+    edits: tuple
+    fails: frozenset = frozenset()  # the contracts that must fail (exactly these)
+
+
+def _block(code):
+    return textwrap.dedent(code).strip("\n")
+
+
+DROP_BLOCK = r"^( *)if not retain_grad:\n\1    for output in f\.outputs:\n\1        output\(\)\.grad = None.*\n"
+READ_GYS = r"^( *)(gys = \[output\(\)\.grad for output in f\.outputs\]\n)"
+
+USING_CONFIG_CLASS = _block('''
+    class using_config:
+        """Set an attribute of Config inside a with-block; put the old value back after."""
+
+        def __init__(self, name, value):
+            self.name, self.value = name, value
+
+        def __enter__(self):
+            self.old_value = getattr(Config, self.name)
+            setattr(Config, self.name, self.value)
+
+        def __exit__(self, *exc_info):
+            setattr(Config, self.name, self.old_value)
+''') + "\n"
+
+CASES = [
+    # stage 01: the starting point leaks through its registry
+    Case("registry_in_call_only", 1, 1, (
+        (r"^ *REGISTRY\.variables\.append\(self\)\n", "", 1),
+        (r"^( *)REGISTRY\.functions\.append\(self\)\n",
+         r"\1REGISTRY.functions.append(self)\n\1REGISTRY.variables.extend(outputs)\n", 1))),
+    Case("registry_removed", 1, 1, (
+        (r"^ *REGISTRY\.(variables|functions)\.append\(self\)\n", "", 2),),
+        fails=frozenset({"collector_cannot_free"})),
+    # stage 02: delete the registry, keep the cycles
+    Case("registry_left_empty", 2, 1, (
+        (r"^ *REGISTRY\.(variables|functions)\.append\(self\)\n", "", 2),)),
+    Case("registry_kept_for_functions", 2, 1, (
+        (r"^ *REGISTRY\.variables\.append\(self\)\n", "", 1),),
+        fails=frozenset({"collector_returns_to_floor", "collector_frees_framework_objects"})),
+    # stage 03: weak references break the cycle
+    Case("weakref_proxy_outputs", 3, 3, (
+        (r"weakref\.ref\(output\)", "weakref.proxy(output)", 1),
+        (r"output\(\)\.grad", "output.grad", 1),
+        (r"self\.outputs\[0\]\(\)\.data", "self.outputs[0].data", 3))),
+    Case("strong_reference_left_in_outputs", 3, 3, (
+        (r"^( *)(self\.outputs = \[weakref\.ref\(output\) for output in outputs\].*\n)",
+         r"\1\2\1self.output_variables = outputs  # for debugging\n", 1),),
+        fails=frozenset({"live_objects_constant", "traced_bytes_flat",
+                         "collector_finds_nothing"})),
+    Case("weak_reference_on_the_wrong_side", 3, 2, (
+        (r"^import itertools\n", "import itertools\nimport weakref\n", 1),
+        (r"self\.creator = func", "self.creator = weakref.ref(func)", 1),
+        (r"^( *)def push\(f\):\n", r"\1def push(f):\n\1    f = f() if f is not None else None\n", 1)),
+        fails=frozenset({"leaf_gradients_are_right", "training_learns",
+                         "keeps_intermediate_gradients"})),
+    # stage 04: drop intermediate gradients once they are passed on
+    Case("gradients_dropped_right_after_reading", 4, 4, (
+        (DROP_BLOCK, "", 1),
+        (READ_GYS, r"\1\2\1if not retain_grad:  # gys holds them now\n"
+                   r"\1    for output in f.outputs:\n\1        output().grad = None\n", 1))),
+    Case("gradients_cleared_before_passed_on", 4, 4, (
+        (DROP_BLOCK, "", 1),
+        (READ_GYS, r"\1if not retain_grad:\n\1    for output in f.outputs:\n"
+                   r"\1        output().grad = None\n\1\2", 1)),
+        # backward raises (a Function gets None for its gradient), so every
+        # contract that runs backward with the default fails; retain_grad=True works
+        fails=frozenset(c.name for c in contracts_at(4)) - {"retain_grad_keeps_intermediate"}),
+    Case("gradients_never_dropped", 4, 4, (
+        (DROP_BLOCK, "", 1),),
+        fails=frozenset({"drops_intermediate_gradients", "backward_peak_below_stage03",
+                         "retain_grad_true_costs_memory"})),
+    Case("retain_grad_true_ignored", 4, 4, (
+        (r"if not retain_grad:", "if True:", 1),),
+        fails=frozenset({"retain_grad_keeps_intermediate", "retain_grad_true_costs_memory"})),
+    # stage 05: no_grad builds no graph
+    Case("using_config_as_a_class", 5, 5, (
+        (r"^@contextlib\.contextmanager\ndef using_config\(.*\n(    .*\n|\n(?=    ))*",
+         USING_CONFIG_CLASS.replace("\\", "\\\\"), 1),)),
+    Case("graph_built_anyway", 5, 5, (
+        (r"if Config\.enable_backprop:", 'if hasattr(Config, "enable_backprop"):', 1),),
+        fails=frozenset({"no_grad_builds_no_graph", "inference_holds_few_activations"})),
+    Case("config_not_restored_after_an_exception", 5, 5, (
+        (r"^    try:\n        yield\n    finally:.*\n        (setattr\(Config, name, old_value\))",
+         r"    yield\n    \1", 1),),
+        fails=frozenset({"no_grad_restores_after_exception"})),
+]
+
+
+def write_case(case, folder):
+    path = folder / get_stage(case.stage).file_name
+    path.write_text(patched(step_text(case.base), *case.edits))
+    return path
+
+
+def check_json(capsys, *argv):
+    code = cli.main(["check", *argv, "--json", "--batches", BATCHES])
+    out, err = capsys.readouterr()
+    return code, json.loads(out)
+
+
+def test_every_stage_with_contracts_has_its_step_file():
+    """The stage data (``dezero_mini/contracts/stageNN.py``) names the file of steps/."""
+    for stage in stages():
+        assert stage_path(stage.number).name == stage.file_name
+
+
+def test_every_stage_has_a_wrong_and_a_correct_case():
+    for stage in stages():
+        mine = [case for case in CASES if case.stage == stage.number]
+        assert any(case.fails for case in mine), f"stage {stage.number} has no wrong file"
+        assert any(not case.fails for case in mine), f"stage {stage.number} has no correct file"
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda case: f"{case.stage:02d}-{case.name}")
+def test_checker_on_a_learner_file(case, tmp_path, capsys):
+    path = write_case(case, tmp_path)
+    assert path.read_text() != step_text(case.stage)  # written differently from steps/
+    code, report = check_json(capsys, str(case.stage), str(path))
+    failed = {c["name"] for c in report["contracts"] if not c["passed"]}
+    assert failed == case.fails, report["contracts"]
+    assert code == report["exit_code"] == (1 if case.fails else 0)
+    assert [c["name"] for c in report["contracts"]] == [c.name for c in contracts_at(case.stage)]
+    for contract in report["contracts"]:
+        assert contract["expected"] and contract["measured"] and contract["hint"]
+
+
+def test_steps_themselves_pass_their_stage_through_the_command(tmp_path):
+    """The real ``python -m dezero_mini check``, on the course's own stage 05."""
+    done = subprocess.run(
+        [sys.executable, "-m", "dezero_mini", "check", "5", str(STEPS / "step05_no_grad.py"),
+         "--batches", BATCHES], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("checking ") and "stage 05 (no_grad)" in lines[0]
+    for contract in contracts_at(5):
+        assert any(line.startswith(f"pass  {contract.name} ") for line in lines), done.stdout
+    assert re.match(r"13 of 13 contracts pass", lines[-1])
+
+
+def test_text_report_names_the_failed_contract_and_its_hint(tmp_path, capsys):
+    case = next(c for c in CASES if c.name == "config_not_restored_after_an_exception")
+    path = write_case(case, tmp_path)
+    code = cli.main(["check", "5", str(path), "--batches", BATCHES])
+    out, _ = capsys.readouterr()
+    assert code == 1
+    contract = next(c for c in contracts_at(5) if c.name == "no_grad_restores_after_exception")
+    failed = [line for line in out.splitlines() if line.startswith("FAIL")]
+    assert len(failed) == 1 and "no_grad_restores_after_exception" in failed[0], out
+    assert "expected True before, False inside, True after" in failed[0]
+    assert "measured True before, False inside, False after" in failed[0]
+    assert f"hint: {contract.hint}" in out
+    assert "12 of 13 contracts pass" in out
+
+
+# --- Files that cannot be checked, or fight back ----------------------------------------------
+def test_a_file_that_raises_on_import_is_exit_2_with_the_error(tmp_path, capsys):
+    path = tmp_path / "step03_weakref_outputs.py"
+    path.write_text(step_text(3) + "\nraise RuntimeError('half done')\n")
+    code, report = check_json(capsys, "3", str(path))
+    assert code == 2 and report["status"] == "error"
+    assert "RuntimeError: half done" in report["message"]
+    assert f"line {len(path.read_text().splitlines())} of step03_weakref_outputs.py" in report["message"]
+
+
+def test_a_syntax_error_is_exit_2(tmp_path, capsys):
+    path = tmp_path / "mine.py"
+    path.write_text("def broken(:\n")
+    code, report = check_json(capsys, "1", str(path))
+    assert code == 2 and "SyntaxError" in report["message"]
+
+
+def test_a_missing_name_is_exit_2_naming_it(tmp_path, capsys):
+    path = tmp_path / "step05_no_grad.py"
+    path.write_text(step_text(4))  # stage 04's file has no Config, using_config, no_grad
+    code, report = check_json(capsys, "5", str(path))
+    assert code == 2
+    assert "lacks Config, using_config, no_grad" in report["message"], report["message"]
+
+
+def test_a_missing_file_is_exit_2(tmp_path, capsys):
+    code = cli.main(["check", "3", str(tmp_path / "nothing.py")])
+    _, err = capsys.readouterr()
+    assert code == 2 and "no such file" in err
+
+
+def test_an_endless_loop_on_import_times_out_as_exit_2(tmp_path):
+    path = tmp_path / "loop.py"
+    path.write_text("while True:\n    pass\n")
+    report = check_file(1, path, timeout=2)
+    assert report.exit_code == 2
+    assert "longer than 2 s" in report.message
+
+
+def test_an_endless_loop_in_one_contract_fails_it_and_the_others_still_run(tmp_path):
+    """``small_graph``'s sigmoid (of shape (4, 2)) never returns; the training runs'
+    sigmoids (other shapes) do."""
+    path = tmp_path / "step03_weakref_outputs.py"
+    path.write_text(patched(step_text(3), (
+        r"^(class Sigmoid\(Function\):\n    def forward\(self, x\):\n)",
+        r"\1        while x.shape == (4, 2):\n            pass\n", 1)))
+    report = check_file(3, path, timeout=3, batches=20)
+    by_name = {result.name: result for result in report.results}
+    assert [r.name for r in report.results] == [c.name for c in contracts_at(3)]
+    for name in ("leaf_gradients_are_right", "keeps_intermediate_gradients"):
+        assert by_name[name].error == "timeout" and "timed out after 3 s" in by_name[name].measured
+    assert by_name["live_objects_constant"].passed and by_name["training_learns"].passed
+    assert report.exit_code == 1
+
+
+def test_a_file_that_prints_without_end_is_cut_short(tmp_path):
+    path = tmp_path / "step02_cycles.py"
+    path.write_text(patched(step_text(2), (
+        r"^(class Function:\n    def __call__\(self, \*inputs\):\n)",
+        r"\1        print('op ' * 500)\n", 1)))
+    report = check_file(2, path, batches=20)
+    assert report.exit_code == 0, report.results
+    assert report.output_truncated
+    assert len(report.output) < OUTPUT_LIMIT + 100 and report.output.startswith("op op")
+
+
+def test_a_file_that_exits_the_process_fails_that_contract(tmp_path):
+    path = tmp_path / "step01_leaking_graph.py"
+    path.write_text(patched(step_text(1), (
+        r"^(import numpy as np\n)", r"import os\n\1", 1),
+        (r"^( *)(def backward\(self, retain_grad=False\):\n|def backward\(self\):\n)",
+         r"\1\2\1    os._exit(3)\n", 1)))
+    report = check_file(1, path, batches=20)
+    first = report.results[0]
+    assert not first.passed and first.error == "crashed" and "exit code 3" in first.measured
+    assert len(report.results) == len(contracts_at(1)) and report.exit_code == 1
+
+
+# --- start ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("stage", [stage.number for stage in stages()])
+def test_start_writes_the_previous_stage_under_a_header(stage, tmp_path, capsys):
+    code = cli.main(["start", str(stage), str(tmp_path)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    info = get_stage(stage)
+    written = (tmp_path / info.file_name).read_text()
+    header, _, body = written.partition("# (You may delete this header.)\n\n")
+    assert body == step_text(max(stage - 1, 1))
+    assert info.label in header and f"python -m dezero_mini check {stage} " in header
+    assert " ".join(info.change.split()[:4]) in " ".join(header.replace("#", " ").split())
+    for contract in contracts_at(stage):
+        assert f"- {contract.name} (from stage {contract.stage:02d})" in header
+    assert str(tmp_path / info.file_name) in out
+    compile(written, info.file_name, "exec")  # still a Python file
+
+
+def test_start_refuses_to_overwrite(tmp_path, capsys):
+    target = tmp_path / get_stage(3).file_name
+    target.write_text("my work")
+    code = cli.main(["start", "3", str(tmp_path)])
+    _, err = capsys.readouterr()
+    assert code == 2 and "not overwriting" in err
+    assert target.read_text() == "my work"
+
+
+def test_start_defaults_to_the_current_folder(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["start", "2"]) == 0
+    assert (tmp_path / get_stage(2).file_name).is_file()
+
+
+@pytest.mark.parametrize("argv", [["start", "0"], ["start", "x"], ["check", "42", "f.py"],
+                                  ["check", "3", "f.py", "--timeout", "0"],
+                                  ["check", "3", "f.py", "--batches", "1"]])
+def test_bad_arguments_exit_2(argv, capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(argv)
+    assert stop.value.code == 2
+    assert "error: argument" in capsys.readouterr().err
