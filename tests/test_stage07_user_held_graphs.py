@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from conftest import load
-from dezero_mini.memory import count_live_objects, record_training, reference_graph
-from dezero_mini.memory.user_loops import LOOPS
+from dezero_mini.memory import record_training, reference_graph
+from dezero_mini.memory.user_loops import LOOPS, objects_per_forward, record_loop
 
 STAGE = "step07_user_held_graphs"
 BATCHES = 20
@@ -24,23 +24,13 @@ _records = {}
 def recorded(name, fixed, stage=STAGE):
     key = (name, fixed, stage)
     if key not in _records:
-        loop = LOOPS[name](load(stage), fixed=fixed)
-        _records[key] = record_training(loop.module, BATCHES, workload=loop.workload,
-                                        step=loop.step, rss=False, label=loop.label)
-        del loop
+        _records[key] = record_loop(name, load(stage), fixed=fixed, batches=BATCHES)
         gc.collect()
     return _records[key]
 
 
 def objects_of_one_forward(stage=STAGE):
-    """Variables and Functions that one forward pass of the standard workload
-    makes (the loss and everything it reaches but the parameters)."""
-    loop = LOOPS["history"](load(stage), fixed=True)  # only for its workload
-    before = count_live_objects(loop.module)["total"]
-    loss = loop.workload.loss(0)
-    made = count_live_objects(loop.module)["total"] - before
-    del loss
-    return made
+    return objects_per_forward(load(stage))
 
 
 def one_activation_nbytes():

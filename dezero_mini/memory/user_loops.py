@@ -12,8 +12,11 @@ reports cuda runtime error(2): out of memory") warns about the first one.
 Each loop here is a small class with the leaking line and its fix, so that
 the lesson, the tests and anyone's experiments run the same code::
 
-    loop = LOOPS["total_loss"](load_stage(7), fixed=False)
-    record = record_training(loop.module, 30, workload=loop.workload, step=loop.step)
+    record = record_loop("total_loss", 7, batches=30)          # leaking
+    fixed = record_loop("total_loss", 7, batches=30, fixed=True)
+
+    loop = LOOPS["total_loss"](load_stage(7), batch_size=4, hidden=3)
+    loop.step(0); loop.step(1)
     reference_graph(loop.roots())      # who keeps the graphs alive
 
 ``step(i)`` runs batch ``i`` and returns its loss as a float; ``roots()``
@@ -24,6 +27,8 @@ from 03 on (on stage 05 they keep more: its backward frees nothing).
 """
 import numpy as np
 
+from dezero_mini.memory.counting import count_live_objects
+from dezero_mini.memory.recorder import record_training
 from dezero_mini.memory.stages import load_stage
 from dezero_mini.memory.workload import Workload
 
@@ -247,3 +252,25 @@ class _Model:
 
 #: The four loops of stage 07, by name, in the lesson's order.
 LOOPS = {loop.name: loop for loop in (TotalLossLoop, RunningSumLoop, HistoryLoop, LastOutputLoop)}
+
+
+def record_loop(name, stage, *, fixed=False, batches=30, rss=False, **kwargs):
+    """Run the loop ``name`` of ``LOOPS`` on a stage for ``batches`` batches
+    under ``record_training`` (collector off) and return the record, labelled
+    with the loop's line. Other keyword arguments go to the loop (workload
+    sizes, ``epoch_batches``). Nothing of the loop is kept afterwards."""
+    loop = LOOPS[name](stage, fixed=fixed, **kwargs)
+    return record_training(loop.module, batches, workload=loop.workload, step=loop.step,
+                           rss=rss, label=loop.label)
+
+
+def objects_per_forward(stage, **workload_kwargs):
+    """How many Variables and Functions one forward pass of the standard
+    workload makes (the loss and everything it reaches but the parameters):
+    the size of "one graph" that a leak per batch is measured in."""
+    workload = Workload(stage, **workload_kwargs)
+    before = count_live_objects(workload.module)["total"]
+    loss = workload.loss(0)
+    made = count_live_objects(workload.module)["total"] - before
+    del loss
+    return made
