@@ -140,12 +140,12 @@ class Variable:
         funcs = [self.creator] if self.creator is not None else []
         while funcs:
             f = funcs.pop()
-            for x in f.inputs:
+            for x in f.inputs or ():  # None: backward has freed it already
                 if x.creator is not None:
                     funcs.append(x.creator)
                     x.unchain()
 
-    def backward(self, retain_grad=False, create_graph=False):
+    def backward(self, retain_grad=False, create_graph=False, retain_graph=None):
         """Compute the gradient of this Variable with respect to every
         Variable that it was computed from.
 
@@ -156,15 +156,26 @@ class Variable:
             a later backward without retain_grad leaves it as it is.
         create_graph: build the graph of the backward pass, so that the
             gradients can be differentiated again.
+        retain_graph: keep the graph for another backward. By default (False)
+            each Function lets go of its inputs as soon as its own backward
+            has run (stage 06 of the course), so the activations are freed
+            while backward is still running, and a second backward through
+            the same graph raises RuntimeError. None means "the same as
+            create_graph", as in PyTorch: double backprop (``y.backward(
+            create_graph=True)`` and then ``x.grad.backward()``) goes through
+            the first graph again, since the gradient's graph refers to its
+            Variables, so create_graph=True keeps the graph unless you pass
+            ``retain_graph=False`` yourself.
 
-        Calling backward twice on the same graph (or on two graphs that share
+        Calling backward twice on a kept graph (or on two graphs that share
         leaves) adds up the gradients in the leaves, as in DeZero and
         PyTorch: call ``cleargrad()`` on them in between to start from zero.
-        The graph is not consumed by backward (DeZero keeps it; PyTorch frees
-        it unless ``retain_graph=True``), but with ``retain_grad=False`` the
-        intermediate gradients are gone, so the second call starts again from
-        this Variable's gradient: ``1`` unless you set ``grad`` yourself.
+        With ``retain_grad=False`` the intermediate gradients are gone, so
+        the second call starts again from this Variable's gradient: ``1``
+        unless you set ``grad`` yourself.
         """
+        if retain_graph is None:
+            retain_graph = create_graph
         if self.made_without_graph:
             raise RuntimeError(
                 "backward: this Variable was computed under no_grad(), so it has no graph to "
@@ -206,6 +217,14 @@ class Variable:
         try:
             while pending:
                 f = heappop(pending)[2]
+                if f.inputs is None:
+                    raise RuntimeError(
+                        f"backward: {type(f).__name__} has already let go of its inputs: an "
+                        "earlier backward() went through this graph and freed it, to save "
+                        "memory. Call backward(retain_graph=True) the first time if you need "
+                        "to go through the graph a second time (or to read a Function's "
+                        "inputs after backward)."
+                    )
                 # Each output's gradient leaves ``grads`` as it is used: with
                 # retain_grad=False nothing else holds it, so it is freed as
                 # soon as the loop moves on to the next Function.
@@ -237,6 +256,10 @@ class Variable:
                     if creator is not None and creator not in seen:
                         seen.add(creator)
                         heappush(pending, (-creator.generation, next(order), creator))
+                if not retain_graph:
+                    # Its backward has run: nothing will read its inputs again. The
+                    # outputs that still need a gradient are keys of ``grads``.
+                    f.inputs = None
                 if retain_grad:  # (otherwise the gradients were only ever in ``grads``)
                     for y, gy in zip(ys, gys):
                         if y is not None and gy is not None:

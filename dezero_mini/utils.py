@@ -103,7 +103,8 @@ def _dot_variable(v, verbose):
 
 
 def _dot_function(f):
-    return (f"  {id(f)} [label={_dot_text(type(f).__name__)}, "
+    label = type(f).__name__ + (" (inputs freed by backward)" if f.inputs is None else "")
+    return (f"  {id(f)} [label={_dot_text(label)}, "
             f"color=lightblue, style=filled, shape=box]")
 
 
@@ -113,7 +114,9 @@ def get_dot_graph(output, verbose=True):
     Functions are blue boxes, and edges go input -> function -> output.
 
     Only what the graph still holds is drawn: a Function's outputs are weak
-    references, so an output that nobody keeps any more is left out."""
+    references, so an output that nobody keeps any more is left out, and a
+    Function whose inputs ``backward()`` has freed is drawn without them
+    (``backward(retain_graph=True)`` keeps them, to draw the whole graph)."""
     lines, seen_vars, seen_funcs, funcs = [], set(), set(), []
 
     def add_variable(v):
@@ -131,7 +134,7 @@ def get_dot_graph(output, verbose=True):
     while funcs:
         f = funcs.pop()
         lines.append(_dot_function(f))
-        for x in f.inputs:
+        for x in f.inputs or ():
             add_variable(x)
             lines.append(f"  {id(x)} -> {id(f)}")
             add_function(x.creator)

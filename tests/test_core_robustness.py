@@ -40,9 +40,9 @@ def test_long_chain_backpropagates_and_is_freed_in_a_subprocess():
 def test_backward_twice_accumulates_like_dezero():
     x = dz.Variable(np.array([1.0, 2.0]))
     y = F.sum(x * x)
-    y.backward()
+    y.backward(retain_graph=True)
     np.testing.assert_allclose(x.grad.data, [2.0, 4.0])
-    y.backward()  # the graph is still there; y.grad was dropped, so it restarts from 1
+    y.backward(retain_graph=True)  # the graph was kept; y.grad was dropped, so it restarts from 1
     np.testing.assert_allclose(x.grad.data, [4.0, 8.0])
     x.cleargrad()
     y.backward()

@@ -584,7 +584,7 @@ def test_functions_keep_graphs_free_of_cycles():
     try:
         x = dz.Variable(np.random.RandomState(0).randn(5, 4))
         loss = F.softmax_cross_entropy(F.log_softmax(F.softmax(F.sigmoid(x)) + x[:, ::-1]), LABELS)
-        loss.backward()
+        loss.backward(retain_graph=True)  # kept, so that the walk below can follow inputs
         creators = []
         f = loss.creator
         while f is not None:

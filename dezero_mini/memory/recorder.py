@@ -44,8 +44,8 @@ class TrainingRecord:
     """The signals of a training run, one value per batch.
 
     Attributes: ``label``, ``stage``, ``gc_enabled``, ``workload`` (its
-    settings), one numpy array per name in ``SIGNALS`` (``rss`` is None when
-    not recorded; bytes are bytes, times seconds), ``final_collected`` (what
+    settings), one numpy array per name in ``SIGNALS`` (``rss``, and the
+    three ``live_*`` counts, are None when not recorded; bytes are bytes, times seconds), ``final_collected`` (what
     ``gc.collect()`` returned after the last batch: objects freed),
     ``live_after_collect`` (live Variables + Functions after it) and
     ``elapsed`` (wall seconds, instruments included).
@@ -65,7 +65,7 @@ class TrainingRecord:
 
     @property
     def batches(self):
-        return len(self.live_objects)
+        return len(self.loss)
 
     def signal(self, name):
         """The array of a signal, by name (ValueError for an unknown name or
@@ -110,16 +110,17 @@ class TrainingRecord:
 
     def summary(self):
         """The figures of the run as a plain dict (bytes in bytes)."""
+        counted = self.live_objects is not None  # (else the object figures are None)
         out = {
             "label": self.label,
             "stage": self.stage,
             "batches": self.batches,
             "gc_enabled": self.gc_enabled,
-            "objects_per_batch": self.slope("live_objects"),
+            "objects_per_batch": self.slope("live_objects") if counted else None,
             "traced_bytes_per_batch": self.slope("traced_current"),
             "traced_peak_max": int(self.traced_peak.max()),
-            "live_objects_first": int(self.live_objects[0]),
-            "live_objects_last": int(self.live_objects[-1]),
+            "live_objects_first": int(self.live_objects[0]) if counted else None,
+            "live_objects_last": int(self.live_objects[-1]) if counted else None,
             "gc_collections": int(self.gc_collections.sum()),
             "gc_collected": int(self.gc_collected.sum()),
             "final_collected": self.final_collected,
@@ -140,17 +141,18 @@ class TrainingRecord:
         label (``label=False`` leaves it out)."""
         s = self.summary()
         # round() then + 0.0: a flat slope of -1e-15 reads "+0.0", not "-0.0".
-        objects = round(s["objects_per_batch"], 1) + 0.0
         kib = round(s["traced_bytes_per_batch"] / 1024, 1) + 0.0
         lines = [self.label] if label else []
-        lines.append(f"  {objects:+.1f} live objects per batch ({s['live_objects_first']} after "
-                     f"batch 1, {s['live_objects_last']} after batch {s['batches']})")
+        if s["objects_per_batch"] is not None:
+            objects = round(s["objects_per_batch"], 1) + 0.0
+            lines.append(f"  {objects:+.1f} live objects per batch ({s['live_objects_first']} "
+                         f"after batch 1, {s['live_objects_last']} after batch {s['batches']})")
         lines.append(f"  {kib:+.1f} KiB traced per batch; highest peak within a batch: "
                      f"{s['traced_peak_max'] / 1024**2:.2f} MiB")
         if s["gc_enabled"]:
             lines.append(f"  automatic collections during the run: {s['gc_collections']}, "
                          f"which freed {s['gc_collected']} objects of any kind")
-        if s["live_after_collect"] is not None:
+        if s["live_after_collect"] is not None and s["live_objects_last"] is not None:
             freed = s["live_objects_last"] - s["live_after_collect"]
             lines.append(f"  gc.collect() after the last batch: freed {freed} Variables and "
                          f"Functions ({s['final_collected']} objects of any kind); "
@@ -158,30 +160,33 @@ class TrainingRecord:
         return "\n".join(lines)
 
     def __repr__(self):
-        text = (f"TrainingRecord({self.label!r}: {self.batches} batches, "
-                f"{self.slope('live_objects'):+.1f} objects/batch, "
-                f"{self.slope('traced_current') / 1024:+.1f} KiB/batch traced")
+        text = f"TrainingRecord({self.label!r}: {self.batches} batches, "
+        if self.live_objects is not None:
+            text += f"{self.slope('live_objects'):+.1f} objects/batch, "
+        text += f"{self.slope('traced_current') / 1024:+.1f} KiB/batch traced"
         if self.final_collected is not None:
             text += (f", gc.collect() freed {self.final_collected}, "
                      f"{self.live_after_collect} alive after")
         return text + ")"
 
 
-def _record_batch(i, workload, module, backward_kwargs, signals, watch, read_rss):
-    """Train batch ``i`` and write its figures into row ``i`` of ``signals``."""
+def _record_batch(i, step, module, signals, watch, read_rss):
+    """Run batch ``i`` (``step(i)`` returns its loss) and write its figures
+    into row ``i`` of ``signals``."""
     collections_before, collected_before = int(watch.counts[0]), int(watch.counts[1])
     tracemalloc.reset_peak()  # the peak *within* this batch
     t0 = time.perf_counter()
-    signals["loss"][i] = workload.train_step(i, **backward_kwargs)
+    signals["loss"][i] = step(i)
     signals["seconds"][i] = time.perf_counter() - t0
     # Read before counting objects: gc.get_objects() builds a large list.
     current, peak = tracemalloc.get_traced_memory()
     signals["traced_current"][i] = current
     signals["traced_peak"][i] = peak
-    live = count_live_objects(module)
-    signals["live_variables"][i] = live["variables"]
-    signals["live_functions"][i] = live["functions"]
-    signals["live_objects"][i] = live["total"]
+    if signals["live_objects"] is not None:
+        live = count_live_objects(module)
+        signals["live_variables"][i] = live["variables"]
+        signals["live_functions"][i] = live["functions"]
+        signals["live_objects"][i] = live["total"]
     if read_rss is not None:
         signals["rss"][i] = read_rss()
     # Collections are attributed to the batch in whose stretch they ran.
@@ -191,7 +196,7 @@ def _record_batch(i, workload, module, backward_kwargs, signals, watch, read_rss
 
 def record_training(stage_or_module, batches=200, *, gc_enabled=False, rss=True,
                     trim=True, workload=None, label=None, backward_kwargs=None,
-                    **workload_kwargs):
+                    step=None, count_objects=True, **workload_kwargs):
     """Train ``batches`` batches of the standard workload and record the
     memory signals after each one. Returns a ``TrainingRecord``.
 
@@ -208,6 +213,14 @@ def record_training(stage_or_module, batches=200, *, gc_enabled=False, rss=True,
     workload: a ``Workload`` to train (else one is made from ``workload_kwargs``).
     backward_kwargs: keyword arguments for ``loss.backward`` (e.g.
         ``{"retain_grad": True}``).
+    step: a callable ``step(i)`` that runs batch ``i`` and returns its loss
+        as a float, instead of ``workload.train_step`` (for a training loop
+        of your own, such as the loops of ``dezero_mini.memory.user_loops``).
+        Whatever it keeps between batches is what the record measures.
+    count_objects: count the live Variables and Functions after every batch
+        (``gc.get_objects()``: milliseconds in a large process such as a
+        notebook's kernel). False leaves the ``live_*`` signals None; the
+        count after the final ``gc.collect()`` is still taken.
 
     tracemalloc is started if it is not running (and then stopped at the
     end). The heap is collected once before the first batch so that earlier
@@ -221,6 +234,12 @@ def record_training(stage_or_module, batches=200, *, gc_enabled=False, rss=True,
     elif workload_kwargs:
         raise TypeError("record_training: pass either workload= or workload settings, not both")
     backward_kwargs = dict(backward_kwargs or {})
+    if step is None:
+        def step(i):
+            return workload.train_step(i, **backward_kwargs)
+    elif backward_kwargs:
+        raise TypeError("record_training: backward_kwargs go to workload.train_step; "
+                        "a step of your own passes its own")
     if label is None:
         label = stage_label(module)
         extras = ["gc on"] if gc_enabled else []
@@ -235,6 +254,9 @@ def record_training(stage_or_module, batches=200, *, gc_enabled=False, rss=True,
                for name in SIGNALS}
     if not rss:
         signals["rss"] = None
+    if not count_objects:
+        for name in ("live_variables", "live_functions", "live_objects"):
+            signals[name] = None
 
     started = time.perf_counter()
     gc.collect()  # a clean floor: earlier garbage is not this run's
@@ -243,7 +265,7 @@ def record_training(stage_or_module, batches=200, *, gc_enabled=False, rss=True,
     with tracing(), collector(gc_enabled):
         with GcWatch() as watch:
             for i in range(batches):
-                _record_batch(i, workload, module, backward_kwargs, signals, watch, read_rss)
+                _record_batch(i, step, module, signals, watch, read_rss)
         # After the watch has gone (the explicit collection is reported on its
         # own) but with the collector still in the recorded state.
         final_collected = gc.collect()

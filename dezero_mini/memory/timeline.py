@@ -172,14 +172,15 @@ def _ops_patched(module, sampler):
             setattr(cls, name, original)
 
 
-def record_step_timeline(stage_or_module, *, retain_grad=None, workload=None, batch_index=0,
-                         count_objects=True, label=None, max_events=10_000, **workload_kwargs):
+def record_step_timeline(stage_or_module, *, retain_grad=None, retain_graph=None, workload=None,
+                         batch_index=0, count_objects=True, label=None, max_events=10_000,
+                         **workload_kwargs):
     """Run ONE training batch and sample memory at every operation.
 
     Forward: after each Function call returns. Backward: at the start of
     each Function's backward, and once when ``loss.backward()`` returns.
-    ``retain_grad`` is passed to ``backward`` only when it is not None
-    (stages 01-03 have no such parameter). The cyclic collector is off during
+    ``retain_grad`` (stage 04 on) and ``retain_graph`` (stage 06 on) are
+    passed to ``backward`` only when they are not None. The cyclic collector is off during
     the step (its state is restored). Returns a ``Timeline``; it keeps no
     reference to the graph. ``count_objects=False`` skips counting live
     objects at each event (faster in a large process).
@@ -189,7 +190,9 @@ def record_step_timeline(stage_or_module, *, retain_grad=None, workload=None, ba
         workload = Workload(module, **workload_kwargs)
     elif workload_kwargs:
         raise TypeError("record_step_timeline: pass either workload= or workload settings, not both")
-    backward_kwargs = {} if retain_grad is None else {"retain_grad": retain_grad}
+    backward_kwargs = {name: value for name, value in
+                       (("retain_grad", retain_grad), ("retain_graph", retain_graph))
+                       if value is not None}
     if label is None:
         label = stage_label(module) + (f", {kwargs_text(backward_kwargs)}" if backward_kwargs else "")
     sampler = _OpSampler(module, count_objects, max_events)

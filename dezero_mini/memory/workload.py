@@ -93,8 +93,9 @@ class Workload:
         """The Variables that SGD updates: ``[W1, b1, W2, b2, W3, b3]``."""
         return [p for layer in self.layers for p in layer]
 
-    def forward(self, x):
-        """The network's output for ``x`` (an array or a Variable)."""
+    def forward(self, x, hidden=None):
+        """The network's output for ``x`` (an array or a Variable). A list
+        passed as ``hidden`` receives each hidden activation (a Variable)."""
         m = self.module
         h = x
         last = len(self.layers) - 1
@@ -102,6 +103,8 @@ class Workload:
             h = m.add(m.matmul(h, W), b)
             if k < last:
                 h = m.sigmoid(h)
+                if hidden is not None:
+                    hidden.append(h)
         return h
 
     def loss(self, i):
