@@ -17,7 +17,10 @@ def normalize_axes(axis, ndim):
     PyTorch."""
     if axis is None:
         return None
-    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    try:
+        axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    except TypeError:
+        raise TypeError(f"axis must be an integer or a tuple of integers, got {axis!r}") from None
     bound = ndim if ndim else 1
     result = []
     for a in axes:
