@@ -224,8 +224,8 @@ class Variable:
                 for x, gx in zip(f.inputs, gxs):
                     if gx is None:
                         continue  # this input gets no gradient
-                    if (gx.__class__ is not kind or gx.shape != x.data.shape
-                            or gx.dtype is not x.data.dtype):
+                    data = x.data
+                    if gx.__class__ is not kind or gx.shape != data.shape or gx.dtype is not data.dtype:
                         gx = _check_gradient(gx, x, kind, f"{type(f).__name__}.backward")
                     g = grads.get(x)
                     if g is not None:
@@ -297,27 +297,22 @@ def as_variable(obj):
 _PYTHON_NUMBERS = (bool, int, float, complex)
 
 
-def _as_inputs(inputs):
-    """The inputs of a Function call as Variables, when some are not.
+def _as_input(x, inputs):
+    """``x``, an input of a Function call that is not a Variable, as one.
 
-    The one rule for a Python number that meets Variables: it takes the
-    dtype that NumPy gives the same expression on arrays, where a Python
-    number is "weak" (NEP 50): ``float32 * 2.0`` is float32, ``int64 * 2.5``
-    is float64. Made into an array on its own, ``2.0`` would be a float64
-    array, which is "strong" and would turn every float32 result (and its
-    gradients) into float64. NumPy scalars (``np.float64(2)``) and arrays
-    keep their own dtype, as in NumPy.
+    The one rule for a Python number that meets Variables (the other
+    ``inputs``): it takes the dtype that NumPy gives the same expression on
+    arrays, where a Python number is "weak" (NEP 50): ``float32 * 2.0`` is
+    float32, ``int64 * 2.5`` is float64. Made into an array on its own,
+    ``2.0`` would be a float64 array, which is "strong" and would turn every
+    float32 result (and its gradients) into float64. NumPy scalars
+    (``np.float64(2)``) and arrays keep their own dtype, as in NumPy.
     """
-    dtypes = [x.data.dtype for x in inputs if isinstance(x, Variable)]
-    variables = []
-    for x in inputs:
-        if isinstance(x, Variable):
-            variables.append(x)
-        elif type(x) in _PYTHON_NUMBERS and dtypes:
-            variables.append(Variable(np.asarray(x, dtype=np.result_type(*dtypes, x))))
-        else:
-            variables.append(as_variable(x))
-    return variables
+    if type(x) in _PYTHON_NUMBERS:
+        dtypes = [v.data.dtype for v in inputs if isinstance(v, Variable)]
+        if dtypes:
+            return Variable(np.asarray(x, dtype=np.result_type(*dtypes, x)))
+    return as_variable(x)
 
 
 # The errors that a Function's forward or backward may raise on bad input
@@ -417,8 +412,7 @@ class Function:
     def __call__(self, *inputs):
         # Inputs are Variables in almost every call; only arrays and Python
         # numbers (``x * 2``) go through as_variable.
-        variables = [x for x in inputs if isinstance(x, Variable)]
-        inputs = variables if len(variables) == len(inputs) else _as_inputs(inputs)
+        inputs = [x if isinstance(x, Variable) else _as_input(x, inputs) for x in inputs]
         try:
             ys = self.forward(*[x.data for x in inputs])
         except _NAMED_ERRORS as e:
