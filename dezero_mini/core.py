@@ -552,7 +552,7 @@ class Pow(Function):
         return x**self.c
 
     def backward(self, gy):
-        if self.c == 0:  # x ** 0 is 1 everywhere: the formula below would give 0 * inf at x = 0
+        if not np.any(self.c):  # x ** 0 is 1 everywhere: the formula below would give 0 * inf at x = 0
             return _zeros_like(gy)
         (x,) = self.inputs_like(gy)
         return self.c * x ** (self.c - 1) * gy
