@@ -34,7 +34,7 @@ import dezero_mini as dz
 import dezero_mini.functions as F
 
 FLOATS = [np.float32, np.float64]
-SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 dtypes = st.sampled_from(FLOATS)
 seeds = st.integers(0, 2**16)

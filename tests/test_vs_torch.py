@@ -217,7 +217,7 @@ def single_op_cases(rng):
     ]
 
 
-OP_SEEDS = seeds(0, 25)
+OP_SEEDS = seeds(0, 50)
 
 
 def test_single_operations_agree_with_torch():
@@ -310,7 +310,7 @@ def run_program(program, framework):
     return fn
 
 
-GRAPH_SEEDS = seeds(10_000, 400)
+GRAPH_SEEDS = seeds(10_000, 1500)
 
 
 def test_random_graphs_agree_with_torch():
