@@ -245,7 +245,8 @@ class Variable:
                 for x, gx in zip(f.inputs, gxs):
                     if gx is None:
                         continue  # this input gets no gradient
-                    if gx.__class__ is not kind or gx.shape != x.data.shape:
+                    data = x.data
+                    if gx.__class__ is not kind or gx.shape != data.shape or gx.dtype is not data.dtype:
                         gx = _check_gradient(gx, x, kind, f"{type(f).__name__}.backward")
                     g = grads.get(x)
                     if g is not None:
@@ -273,6 +274,8 @@ class Variable:
                 if kind is np.ndarray:
                     g = Variable(as_array(g))  # (0-d arithmetic gives numpy scalars)
                 x.grad = g if x.grad is None else x.grad + g
+        except _NAMED_ERRORS as e:
+            _raise_named(e, type(f).__name__, f"{type(f).__name__}.backward")
         finally:
             Config.enable_backprop = enable_backprop
 
@@ -316,6 +319,51 @@ def as_variable(obj):
     return obj if isinstance(obj, Variable) else Variable(as_array(obj))
 
 
+_PYTHON_NUMBERS = (bool, int, float, complex)
+
+
+def _as_input(x, inputs):
+    """``x``, an input of a Function call that is not a Variable, as one.
+
+    The one rule for a Python number that meets Variables (the other
+    ``inputs``): it takes the dtype that NumPy gives the same expression on
+    arrays, where a Python number is "weak" (NEP 50): ``float32 * 2.0`` is
+    float32, ``int64 * 2.5`` is float64. Made into an array on its own,
+    ``2.0`` would be a float64 array, which is "strong" and would turn every
+    float32 result (and its gradients) into float64. NumPy scalars
+    (``np.float64(2)``) and arrays keep their own dtype, as in NumPy.
+    """
+    if type(x) in _PYTHON_NUMBERS:
+        dtypes = [v.data.dtype for v in inputs if isinstance(v, Variable)]
+        if dtypes:
+            return Variable(np.asarray(x, dtype=np.result_type(*dtypes, x)))
+    return as_variable(x)
+
+
+# The errors that a Function's forward or backward may raise on bad input
+# (numpy's AxisError is a ValueError and an IndexError).
+_NAMED_ERRORS = (ValueError, IndexError, TypeError, ArithmeticError)
+
+
+def _raise_named(error, name, where):
+    """Raise ``error`` again with a message that starts with ``where`` (the
+    Function's ``name`` and what it was doing), unless its message already
+    names the Function: the one place that makes every error of a Function,
+    forward or backward, say which one it was. The original error stays
+    attached as the cause."""
+    message = str(error)
+    if message.startswith((name + ":", name + ".")):
+        raise error
+    message = f"{where}: {message}"
+    try:
+        named = type(error)(message)
+    except Exception:  # an exception class whose constructor wants other arguments
+        named = None
+    if named is None or str(named) != message:
+        named = next(cls for cls in _NAMED_ERRORS if isinstance(error, cls))(message)
+    raise named from error
+
+
 def _output_array(func, y):
     """The array of an output that ``func.forward`` returned as something
     other than an ndarray: a number becomes a 0-d array, anything else is an
@@ -351,12 +399,13 @@ def _check_gradient(gx, x, kind, where):
             f"{where}: gradient of shape {array.shape} for a Variable of shape {x.data.shape}"
             + (f" ({x.name})" if x.name else "")
         )
-    if array.dtype != x.data.dtype and not (
-        np.issubdtype(x.data.dtype, np.integer) or np.issubdtype(x.data.dtype, np.bool_)
-    ):
-        raise TypeError(
-            f"{where}: gradient of dtype {array.dtype} for a Variable of dtype {x.data.dtype}"
-        )
+    if array.dtype != x.data.dtype and np.issubdtype(x.data.dtype, np.inexact):
+        # Mixed precision (float32 weights, float64 data): as in PyTorch, each
+        # gradient takes its input's dtype. (An integer input keeps its
+        # gradient as it came: truncated to integers it would be wrong.)
+        if kind is np.ndarray:
+            return array.astype(x.data.dtype)
+        return Cast(x.data.dtype)(gx if isinstance(gx, Variable) else Variable(array))
     if kind is np.ndarray:
         return array
     return gx if isinstance(gx, Variable) else Variable(array)
@@ -388,12 +437,12 @@ class Function:
     def __call__(self, *inputs):
         # Inputs are Variables in almost every call; only arrays and Python
         # numbers (``x * 2``) go through as_variable.
-        inputs = [x if isinstance(x, Variable) else as_variable(x) for x in inputs]
+        inputs = [x if isinstance(x, Variable) else _as_input(x, inputs) for x in inputs]
         try:
             ys = self.forward(*[x.data for x in inputs])
-        except ValueError as e:
+        except _NAMED_ERRORS as e:
             shapes = ", ".join(str(x.data.shape) for x in inputs)
-            raise ValueError(f"{type(self).__name__}: inputs of shapes {shapes}: {e}") from e
+            _raise_named(e, type(self).__name__, f"{type(self).__name__}: inputs of shapes {shapes}")
         # ``type(y) is np.ndarray`` is the fast test; numpy scalars (what
         # ufuncs return for 0-d arrays) and anything else go through
         # _output_array, which converts or explains.
@@ -517,6 +566,8 @@ class Div(Function):
 
 
 class Pow(Function):
+    """``x ** c`` for a constant exponent ``c`` (a number), as in DeZero."""
+
     array_backward = True
 
     def __init__(self, c):
@@ -526,8 +577,78 @@ class Pow(Function):
         return x**self.c
 
     def backward(self, gy):
+        if not np.any(self.c):  # x ** 0 is 1 everywhere: the formula below would give 0 * inf at x = 0
+            return _zeros_like(gy)
         (x,) = self.inputs_like(gy)
         return self.c * x ** (self.c - 1) * gy
+
+
+class Power(Function):
+    """``x ** c`` where the exponent is a Variable or an array (``x ** y``,
+    ``2.0 ** x``): both the base and the exponent get a gradient."""
+
+    array_backward = True
+
+    def forward(self, x, c):
+        return x**c
+
+    def backward(self, gy):
+        x, c = self.inputs_like(gy)
+        x_data, c_data = self.inputs[0].data, self.inputs[1].data
+        # Where the formulas give 0 * inf, the derivative is 0 (as in
+        # PyTorch): d/dx where c == 0, d/dc where x == 0 and c >= 0.
+        with np.errstate(divide="ignore", invalid="ignore"):  # log of x < 0 is nan, as in PyTorch
+            gx = gy * c * _replace(x, c_data == 0, 1) ** (c - 1)
+            gc = gy * self.output_like(gy) * _log(_replace(x, (x_data == 0) & (c_data >= 0), 1))
+        return _sum_to(gx, x_data.shape), _sum_to(gc, c_data.shape)
+
+
+def _replace(x, mask, value):
+    """``x`` (an array or a Variable) with ``value`` where ``mask`` is True;
+    ``x`` itself when the mask is all False (the common case)."""
+    if not mask.any():
+        return x
+    if not isinstance(x, Variable):
+        return np.where(mask, np.asarray(value, dtype=x.dtype), x)
+    keep = (~mask).astype(x.dtype)
+    return x * keep + (mask * value).astype(x.dtype)
+
+
+def _log(x):
+    if isinstance(x, Variable):
+        from dezero_mini import functions
+
+        return functions.log(x)
+    return np.log(x)
+
+
+def _zeros_like(gy):
+    """A gradient of zeros in the kind of ``gy`` (an array or a Variable)."""
+    if isinstance(gy, Variable):
+        return Variable(np.zeros_like(gy.data))
+    return np.zeros_like(gy)
+
+
+class Cast(Function):
+    """``x`` in another dtype; its gradient comes back in ``x``'s dtype.
+    Backward uses it to give a gradient its input's dtype when the pass
+    builds a graph (create_graph=True)."""
+
+    array_backward = True
+
+    def __init__(self, dtype):
+        self.dtype = np.dtype(dtype)
+
+    def forward(self, x):
+        self.x_dtype = x.dtype
+        return x.astype(self.dtype)
+
+    def backward(self, gy):
+        if not np.issubdtype(self.x_dtype, np.inexact):
+            return gy  # an integer input: its gradient stays as it is (see _check_gradient)
+        if isinstance(gy, Variable):
+            return Cast(self.x_dtype)(gy)
+        return gy.astype(self.x_dtype)
 
 
 def add(x0, x1):
@@ -559,7 +680,16 @@ def rdiv(x0, x1):
 
 
 def pow(x, c):
+    """``x ** c``: a constant exponent (a number) gets no node of its own; a
+    Variable or array exponent is an input of the graph, with a gradient."""
+    if isinstance(c, (Variable, np.ndarray)):
+        return Power()(x, c)
     return Pow(c)(x)
+
+
+def rpow(x, c):
+    """``c ** x`` (``Variable.__rpow__``: the Variable ``x`` is the exponent)."""
+    return Power()(c, x)
 
 
 def setup_variable():
@@ -571,7 +701,7 @@ def setup_variable():
     Variable.__neg__ = neg
     Variable.__sub__, Variable.__rsub__ = sub, rsub
     Variable.__truediv__, Variable.__rtruediv__ = div, rdiv
-    Variable.__pow__ = pow
+    Variable.__pow__, Variable.__rpow__ = pow, rpow
     Variable.__matmul__ = functions.matmul
     Variable.__rmatmul__ = lambda self, other: functions.matmul(other, self)
     Variable.__getitem__ = functions.get_item

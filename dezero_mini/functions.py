@@ -23,8 +23,11 @@ import numpy as np
 
 from dezero_mini import utils
 from dezero_mini.core import (  # noqa: F401 (re-exported)
+    Cast,
     Config,
     Function,
+    Pow,
+    Power,
     Variable,
     _sum_to,
     add,
@@ -35,6 +38,7 @@ from dezero_mini.core import (  # noqa: F401 (re-exported)
     neg,
     pow,
     rdiv,
+    rpow,
     rsub,
     sub,
 )
@@ -147,10 +151,16 @@ class Tanh(Function):
 
 
 class Sigmoid(Function):
+    """``1 / (1 + e^-x)``, accurate to the last bit in both tails: the left
+    tail is ``1 / e^-x`` (``sigmoid(-40)`` is 4.2e-18, so ``log(sigmoid(-40))``
+    is -40). The form ``0.5 + 0.5 tanh(x / 2)`` loses it: ``tanh`` rounds to
+    -1 there, and 0.5 - 0.5 cancels to 0."""
+
     array_backward = True
 
     def forward(self, x):
-        return np.tanh(x * 0.5) * 0.5 + 0.5  # overflow-free form of 1 / (1 + e^-x)
+        with np.errstate(over="ignore"):  # e^-x is inf below -709 (float64), and 1 / inf the right 0
+            return 1 / (1 + np.exp(-x))
 
     def backward(self, gy):
         y = self.output_like(gy)
@@ -252,7 +262,11 @@ class Softmax(Function):
         self.axis = axis
 
     def forward(self, x):
-        y = x - x.max(axis=self.axis, keepdims=True)  # exp() cannot overflow
+        self.axis = utils.normalize_axes(self.axis, x.ndim)
+        if x.size == 0:
+            return np.exp(x)  # nothing to normalise (and max() of nothing is an error)
+        # (asarray: for a 0-d x numpy gives a scalar, which has no out=)
+        y = np.asarray(x - x.max(axis=self.axis, keepdims=True))  # exp() cannot overflow
         np.exp(y, out=y)
         y /= y.sum(axis=self.axis, keepdims=True)
         return y
@@ -270,6 +284,7 @@ class LogSoftmax(Function):
         self.axis = axis
 
     def forward(self, x):
+        self.axis = utils.normalize_axes(self.axis, x.ndim)
         return x - utils.logsumexp(x, self.axis)
 
     def backward(self, gy):
@@ -397,6 +412,56 @@ class SumTo(Function):
         return _broadcast_to(gy, self.x_shape)
 
 
+class Concat(Function):
+    """The inputs joined along an existing axis (``np.concatenate``,
+    ``torch.cat``); each input's gradient is its own slice of ``gy``."""
+
+    array_backward = True
+
+    def __init__(self, axis=0):
+        self.axis = axis
+
+    def forward(self, *xs):
+        if not xs:
+            raise ValueError("needs at least one array")
+        if xs[0].ndim == 0:
+            raise ValueError("0-d arrays cannot be concatenated (stack() makes a new axis)")
+        (self.axis,) = utils.normalize_axes(self.axis, xs[0].ndim)
+        y = np.concatenate(xs, axis=self.axis)
+        self.ends = np.cumsum([x.shape[self.axis] for x in xs]).tolist()
+        return y
+
+    def backward(self, gy):
+        lead = (slice(None),) * self.axis
+        return tuple(gy[lead + (slice(start, end),)]
+                     for start, end in zip([0] + self.ends[:-1], self.ends))
+
+
+class Stack(Concat):
+    """The inputs (all of one shape) joined along a new axis (``np.stack``,
+    ``torch.stack``); each input's gradient is its own index of ``gy``."""
+
+    def forward(self, *xs):
+        if not xs:
+            raise ValueError("needs at least one array")
+        (self.axis,) = utils.normalize_axes(self.axis, xs[0].ndim + 1)
+        return np.stack(xs, axis=self.axis)
+
+    def backward(self, gy):
+        lead = (slice(None),) * self.axis
+        return tuple(gy[lead + (i,)] for i in range(len(self.inputs)))
+
+
+def concat(xs, axis=0):
+    """Join a sequence of Variables (or arrays) along ``axis``."""
+    return Concat(axis)(*xs)
+
+
+def stack(xs, axis=0):
+    """Join a sequence of Variables (or arrays) of one shape along a new ``axis``."""
+    return Stack(axis)(*xs)
+
+
 def _as_shape(shape):
     return (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
 
@@ -418,8 +483,12 @@ def get_item(x, slices):
 
 
 def expand_dims(x, axis):
+    """``x`` with a new axis of size 1 at ``axis`` (in ``[-ndim - 1, ndim]``)."""
     x = as_variable(x)
     shape = list(x.shape)
+    if not isinstance(axis, (int, np.integer)) or not -len(shape) - 1 <= axis <= len(shape):
+        raise utils._AxisError(f"expand_dims: axis {axis!r} is out of range for an array of shape "
+                               f"{x.shape} (allowed: {-len(shape) - 1} to {len(shape)})")
     shape.insert(axis if axis >= 0 else len(shape) + axis + 1, 1)
     return reshape(x, tuple(shape))
 
@@ -438,6 +507,9 @@ def broadcast_to(x, shape):
 
 
 def sum_to(x, shape):
+    """Sum ``x`` down to ``shape``, the inverse of ``broadcast_to``: ``shape``
+    must broadcast to ``x.shape``, or this raises a ValueError (where DeZero
+    returns an array of another shape without a word)."""
     shape = _as_shape(shape)
     if x.shape == shape:
         return as_variable(x)
@@ -453,6 +525,7 @@ class Sum(Function):
 
     def forward(self, x):
         self.x_shape = x.shape
+        self.axis = utils.normalize_axes(self.axis, x.ndim)
         return x.sum(axis=self.axis, keepdims=self.keepdims)
 
     def backward(self, gy):
@@ -472,6 +545,7 @@ class Max(Function):
         self.axis, self.keepdims = axis, keepdims
 
     def forward(self, x):
+        self.axis = utils.normalize_axes(self.axis, x.ndim)
         return self._reduce(x, axis=self.axis, keepdims=self.keepdims)
 
     def backward(self, gy):
@@ -499,16 +573,52 @@ def min(x, axis=None, keepdims=False):
 
 
 def average(x, axis=None, keepdims=False):
+    """The mean over ``axis`` (all axes by default); nan over no element."""
     x = as_variable(x)
     y = sum(x, axis, keepdims)
-    return y * _const(y.data.size / x.data.size, y)
+    axes = utils.normalize_axes(axis, x.ndim)
+    count = x.size if axes is None else int(np.prod([x.shape[a] for a in axes]))
+    return y * _const(utils.inverse_count(count), y)
 
 
 mean = average
 
 
 # --- Linear algebra ----------------------------------------------------------------------
+def _matrix_transpose(x):
+    """``x`` (an array or a Variable) with its last two axes swapped: the
+    transpose of each matrix of a batch. (``.T`` reverses every axis, which is
+    the same thing only for 2-D.)"""
+    if x.ndim == 2:
+        return x.T
+    return x.transpose(*range(x.ndim - 2), x.ndim - 1, x.ndim - 2)
+
+
+def _matmul_backward(gy, x, W):
+    """The gradients of ``x @ W`` with NumPy's rules (arrays or Variables): a
+    1-D ``x`` is a row and a 1-D ``W`` a column, whose added axis the product
+    drops; leading (batch) axes broadcast, and their gradients are summed
+    back to each operand's shape."""
+    x_shape, W_shape = x.shape, W.shape
+    if len(W_shape) == 1:
+        W = W.reshape(W_shape[0], 1)
+        gy = gy.reshape(gy.shape + (1,))
+    if len(x_shape) == 1:
+        x = x.reshape(1, x_shape[0])
+        gy = gy.reshape(gy.shape[:-1] + (1,) + gy.shape[-1:])
+    gx = _sum_to(gy @ _matrix_transpose(W), x.shape)
+    gW = _sum_to(_matrix_transpose(x) @ gy, W.shape)
+    if gx.shape != x_shape:
+        gx = gx.reshape(x_shape)
+    if gW.shape != W_shape:
+        gW = gW.reshape(W_shape)
+    return gx, gW
+
+
 class MatMul(Function):
+    """``x @ W`` with NumPy's (and PyTorch's) rules: 1-D operands, and
+    stacks of matrices whose batch axes broadcast."""
+
     array_backward = True
 
     def forward(self, x, W):
@@ -516,7 +626,7 @@ class MatMul(Function):
 
     def backward(self, gy):
         x, W = self.inputs_like(gy)
-        return gy @ W.T, x.T @ gy
+        return _matmul_backward(gy, x, W)
 
 
 class Linear(Function):
@@ -538,7 +648,7 @@ class Linear(Function):
 
     def backward(self, gy):
         x, W = self.inputs_like(gy)[:2]
-        gx, gW = gy @ W.T, x.T @ gy
+        gx, gW = _matmul_backward(gy, x, W)
         if len(self.inputs) == 2:
             return gx, gW
         return gx, gW, _sum_to(gy, self.inputs[2].shape)
@@ -561,12 +671,12 @@ class MeanSquaredError(Function):
         if x0.shape != x1.shape:
             raise ValueError("prediction and target must have the same shape")
         diff = x0 - x1
-        return np.array((diff**2).sum() / diff.size)
+        return np.asarray((diff**2).sum() * utils.inverse_count(diff.size))
 
     def backward(self, gy):
         x0, x1 = self.inputs_like(gy)
         diff = x0 - x1
-        gx0 = gy * diff * _const(2.0 / diff.size, diff)
+        gx0 = gy * diff * _const(2.0 * utils.inverse_count(diff.size), diff)
         return gx0, -gx0
 
 
@@ -598,7 +708,7 @@ class SoftmaxCrossEntropy(Function):
         n = x.shape[0]
         log_z = utils.logsumexp(x, axis=1)  # (N, 1)
         picked = x[np.arange(n), t.ravel()] - log_z.ravel()
-        return np.array(-picked.sum() / n, dtype=x.dtype)
+        return np.array(-picked.sum() * utils.inverse_count(n), dtype=x.dtype)
 
     def backward(self, gy):
         x, t = self.inputs_like(gy)
@@ -606,7 +716,7 @@ class SoftmaxCrossEntropy(Function):
         one_hot = np.zeros(x.shape, dtype=x.dtype)
         one_hot[np.arange(n), _data(t).ravel()] = 1
         # The labels get no gradient.
-        return (_apply(Softmax(axis=1), x) - one_hot) * (gy * _const(1.0 / n, x))
+        return (_apply(Softmax(axis=1), x) - one_hot) * (gy * _const(utils.inverse_count(n), x))
 
 
 def softmax_cross_entropy(x, t):

@@ -6,10 +6,47 @@ import subprocess
 import numpy as np
 
 
+_AxisError = getattr(np, "exceptions", np).AxisError  # np.exceptions from numpy 1.25 on
+
+
+def normalize_axes(axis, ndim):
+    """``axis`` (None, an integer of Python or NumPy, or a sequence of them,
+    negative counting from the end) as None or a tuple of distinct axes in
+    ``[0, ndim)``: the one form that every reduction stores. A 0-d array
+    accepts 0 and -1 and reduces over nothing (``()``), as in NumPy and
+    PyTorch."""
+    if axis is None:
+        return None
+    try:
+        axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    except TypeError:
+        raise TypeError(f"axis must be an integer or a tuple of integers, got {axis!r}") from None
+    bound = ndim if ndim else 1
+    result = []
+    for a in axes:
+        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
+            raise TypeError(f"axis must be an integer or a tuple of integers, got {axis!r}")
+        if not -bound <= a < bound:
+            raise _AxisError(f"axis {int(a)} is out of range for an array of {ndim} dimensions "
+                             f"(allowed: {-bound} to {bound - 1})")
+        a = int(a) % bound
+        if a in result:
+            raise ValueError(f"axis {axis!r} names axis {a} twice")
+        result.append(a)
+    return tuple(result) if ndim else ()
+
+
 def sum_to(x, shape):
     """Sum the array ``x`` over the axes that broadcasting added to reach
-    ``x.shape`` from ``shape`` (the gradient of a broadcast)."""
+    ``x.shape`` from ``shape`` (the gradient of a broadcast).
+
+    ``shape`` must be one that broadcasts to ``x.shape`` (each of its axes 1
+    or the same as ``x``'s); anything else is a ValueError. (DeZero returns
+    an array of some other shape instead, which fails later, far from here.)"""
     lead = x.ndim - len(shape)
+    if lead < 0 or any(n != 1 and n != m for n, m in zip(shape, x.shape[lead:])):
+        raise ValueError(f"sum_to: cannot sum an array of shape {x.shape} to shape {tuple(shape)}: "
+                         "that shape does not broadcast to it (each axis must be 1 or equal)")
     axes = tuple(range(lead)) + tuple(
         lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1
     )
@@ -21,18 +58,22 @@ def reshape_sum_backward(gy, x_shape, axis, keepdims):
     """Give the gradient of ``sum(x, axis)`` back the axes that the sum removed,
     so that it broadcasts against ``x_shape``."""
     ndim = len(x_shape)
-    if axis is None:
+    axes = normalize_axes(axis, ndim)
+    if axes is None:
         axes = tuple(range(ndim))
-    elif isinstance(axis, int):
-        axes = (axis,)
-    else:
-        axes = tuple(axis)
     if ndim == 0 or keepdims:
         return gy
     shape = list(gy.shape)
-    for a in sorted(a % ndim for a in axes):
+    for a in sorted(axes):
         shape.insert(a, 1)
     return gy.reshape(tuple(shape))
+
+
+def inverse_count(n):
+    """``1 / n`` for a mean over ``n`` elements, and nan for ``n == 0``: the
+    mean of nothing is nan, as in NumPy and PyTorch (without the division by
+    zero)."""
+    return 1.0 / n if n else float("nan")
 
 
 def numerical_grad(f, x, *args, eps=1e-4, **kwargs):
@@ -79,11 +120,14 @@ def logsumexp(x, axis=1):
     x = np.asarray(x)
     if not np.issubdtype(x.dtype, np.floating):
         x = x.astype(np.float64)
-    m = x.max(axis=axis, keepdims=True)
+    if x.size == 0:  # log(0) = -inf over an empty axis, as in PyTorch
+        with np.errstate(divide="ignore"):
+            return np.log(np.exp(x).sum(axis=axis, keepdims=True))
+    m = np.asarray(x.max(axis=axis, keepdims=True))
     m[~np.isfinite(m)] = 0  # rows of -inf (or inf) stay -inf (inf), not nan
-    e = x - m
+    e = np.asarray(x - m)  # (asarray: 0-d arithmetic gives a numpy scalar, which has no out=)
     np.exp(e, out=e)
-    s = e.sum(axis=axis, keepdims=True)
+    s = np.asarray(e.sum(axis=axis, keepdims=True))
     np.log(s, out=s)
     s += m
     return s

@@ -73,12 +73,15 @@ def test_user_set_grad_of_the_wrong_shape_says_so():
         y.backward()
 
 
-def test_user_set_grad_of_the_wrong_dtype_says_so():
+def test_user_set_grad_of_another_dtype_takes_the_variables_dtype():
+    """As in PyTorch: every gradient is cast to its Variable's dtype (a wrong
+    shape is still an error, above)."""
     x = dz.Variable(np.ones(3))
     y = F.exp(x)
-    y.grad = dz.Variable(np.ones(3, dtype=np.float32))
-    with pytest.raises(TypeError, match="dtype float32 for a Variable of dtype float64"):
-        y.backward()
+    y.grad = dz.Variable(np.full(3, 0.5, dtype=np.float32))
+    y.backward()
+    assert x.grad.dtype == np.float64
+    np.testing.assert_allclose(x.grad.data, 0.5 * np.e)
 
 
 def test_user_set_grad_that_is_not_an_array_says_so():

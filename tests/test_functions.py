@@ -98,6 +98,26 @@ CASES = [
     ("linear", lambda m, x, W, b: F.linear(x, W, b), [(5, 3), (3, 4), (4,)], False),
     ("linear-row-bias", lambda m, x, W, b: F.linear(x, W, b), [(5, 3), (3, 4), (1, 4)], False),
     ("linear-no-bias", lambda m, x, W: F.linear(x, W), [(5, 3), (3, 4)], False),
+    ("linear-batched", lambda m, x, W, b: F.linear(x, W, b), [(2, 5, 3), (3, 4), (4,)], False),
+    # matmul with NumPy's rules: stacks of matrices, broadcast batch axes, 1-D operands
+    ("matmul-batched", lambda m, a, b: F.matmul(a, b), [(2, 3, 4), (2, 4, 5)], False),
+    ("matmul-batch-broadcast", lambda m, a, b: a @ b, [(2, 1, 3, 4), (3, 4, 2)], False),
+    ("matmul-batch-broadcast-right", lambda m, a, b: a @ b, [(3, 4), (2, 4, 2)], False),
+    ("matmul-1d-left", lambda m, a, b: F.matmul(a, b), [(4,), (4, 2)], False),
+    ("matmul-1d-right", lambda m, a, b: F.matmul(a, b), [(3, 4), (4,)], False),
+    ("matmul-1d-both", lambda m, a, b: F.matmul(a, b), [(4,), (4,)], False),
+    ("matmul-1d-batched", lambda m, a, b: F.matmul(a, b), [(4,), (2, 4, 3)], False),
+    ("matmul-batched-1d", lambda m, a, b: F.matmul(a, b), [(2, 3, 4), (4,)], False),
+    # a Variable as the exponent, and joining Variables
+    ("pow-variable-exponent", lambda m, a, b: a**b, [(3, 4), (3, 4)], True),
+    ("pow-variable-exponent-broadcast", lambda m, a, b: F.pow(a, b), [(3, 4), (4,)], True),
+    ("rpow", lambda m, a: 2.0**a, [(3, 4)], False),
+    ("rpow-array-base", lambda m, a: np.array([0.5, 1.5, 2.0, 3.0]) ** a, [(3, 4)], False),
+    ("concat", lambda m, a, b: F.concat([a, b], axis=1), [(3, 2), (3, 4)], False),
+    ("concat-negative-axis", lambda m, a, b, c: F.concat((a, b, c), axis=-2), [(2, 1, 3), (2, 2, 3), (2, 1, 3)],
+     False),
+    ("stack", lambda m, a, b: F.stack([a, b]), [(3, 4), (3, 4)], False),
+    ("stack-last", lambda m, a, b: F.stack([a, b * a], axis=-1), [(3, 4), (3, 4)], False),
     # losses and regularisation
     ("mean_squared_error", lambda m, a, b: F.mean_squared_error(a, b), [(5, 2), (5, 2)], False),
     ("softmax_cross_entropy", lambda m, a: F.softmax_cross_entropy(a, LABELS), [(5, 4)], False),
@@ -191,6 +211,12 @@ SECOND_ORDER = [
     ("leaky_relu-times-x", lambda a: F.leaky_relu(a, 0.1) * a),
     ("min-squared", lambda a: F.min(a * a, axis=0) * F.sum(a, axis=0)),
     ("cos-exp", lambda a: F.cos(F.exp(a * 0.5))),
+    ("matmul-batched", lambda a: F.matmul(F.reshape(a, (3, 2, 2)), F.reshape(F.sin(a), (3, 2, 2)))),
+    ("matmul-1d", lambda a: F.matmul(a[0], F.transpose(a)) * a[1, :3]),
+    ("pow-variable-exponent", lambda a: (a * a + 1.0) ** F.tanh(a)),
+    ("rpow", lambda a: 1.5 ** (a * a)),
+    ("concat-stack", lambda a: F.stack([F.concat([a, a * a], axis=1), F.concat([a * a, a], axis=1)], axis=1)),
+    ("sigmoid-tails", lambda a: F.sigmoid(a * 20.0)),
 ]
 
 
@@ -614,3 +640,258 @@ def test_float32_stays_float32_forward_and_backward(fn):
     assert y.dtype == np.float32
     y.backward()
     assert x.grad.dtype == np.float32
+
+
+# --- PyTorch's answers where the suite did not look ------------------------------------------
+def test_batched_matmul_gradient_transposes_the_last_two_axes_only():
+    a = np.arange(8.0).reshape(2, 2, 2)
+    x, w = dz.Variable(a), dz.Variable(a[::-1].copy())
+    F.sum(F.matmul(x, w)).backward()
+    np.testing.assert_array_equal(x.grad.data[0], [[9, 13], [9, 13]])
+    np.testing.assert_array_equal(x.grad.data, np.ones((2, 2, 2)) @ np.swapaxes(a[::-1], -1, -2))
+
+
+@pytest.mark.parametrize(
+    "expression",
+    [lambda x: x * 2.0, lambda x: 2.0 * x, lambda x: x + 1, lambda x: 1.5 - x, lambda x: x / 3.0,
+     lambda x: 3.0 / x, lambda x: x**2, lambda x: x**0.5, lambda x: 2.0**x, lambda x: x - True],
+    ids=["mul", "rmul", "add-int", "rsub", "div", "rdiv", "pow-int", "pow-float", "rpow", "sub-bool"],
+)
+@pytest.mark.parametrize("shape", [(3,), ()], ids=["1-d", "0-d"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+def test_a_python_number_takes_the_dtype_numpy_gives(expression, shape, dtype):
+    data = np.full(shape, 2, dtype=dtype)
+    x = dz.Variable(data.copy())
+    y = expression(x)
+    assert y.dtype == np.asarray(expression(data)).dtype
+    if np.issubdtype(dtype, np.floating):
+        y.backward()
+        assert x.grad.dtype == dtype and x.grad.shape == shape
+
+
+@pytest.mark.parametrize(
+    "fn", [lambda x, w: x**3, lambda x, w: w / x, lambda x, w: x / w, lambda x, w: F.sigmoid(x) * 0.5 / w],
+    ids=["pow", "div-by-x", "div", "sigmoid-scaled"],
+)
+def test_higher_order_gradients_keep_float32(fn):
+    x = dz.Variable(np.array([0.5, 1.5], np.float32))
+    w = dz.Variable(np.array([2.0, 3.0], np.float32))
+    F.sum(fn(x, w)).backward(create_graph=True)
+    gx = x.grad
+    assert gx.dtype == np.float32 and (w.grad is None or w.grad.dtype == np.float32)
+    x.cleargrad()
+    w.cleargrad()
+    F.sum(gx).backward()
+    grads = [v.grad for v in (x, w) if v.grad is not None]  # (d/dx of x / w is free of x)
+    assert grads and all(g.dtype == np.float32 for g in grads)
+
+
+@pytest.mark.parametrize("reduce", [F.sum, F.mean, F.max, F.min])
+@pytest.mark.parametrize("axis", [np.int64(1), np.int32(-1), (np.int64(0), 1)], ids=["int64", "int32", "tuple"])
+def test_numpy_integer_axes_work_forward_and_backward(reduce, axis):
+    data = np.random.RandomState(0).randn(3, 4)
+    check_gradients(dz, lambda m, a: reduce(a, axis=axis), [(3, 4)], False)
+    reference = {F.sum: np.sum, F.mean: np.mean, F.max: np.max, F.min: np.min}[reduce]
+    np.testing.assert_allclose(reduce(data, axis=axis).data, reference(data, axis=axis))
+
+
+def test_sum_to_a_shape_that_is_not_a_reduction_is_an_error():
+    with pytest.raises(ValueError, match=r"^SumTo: .*cannot sum an array of shape \(2, 3\) to shape \(3, 2\)"):
+        F.sum_to(dz.Variable(np.ones((2, 3))), (3, 2))
+    with pytest.raises(ValueError, match=r"sum_to: cannot sum an array of shape \(3,\) to shape \(2, 3\)"):
+        utils.sum_to(np.ones(3), (2, 3))
+
+
+@pytest.mark.parametrize("axis", [3, 5, -4, -5])
+def test_expand_dims_rejects_axes_out_of_range(axis):
+    with pytest.raises(ValueError, match=rf"^expand_dims: axis {axis} is out of range .*\(allowed: -3 to 2\)"):
+        F.expand_dims(dz.Variable(np.ones((2, 3))), axis)
+    assert F.expand_dims(np.ones((2, 3)), -3).shape == (1, 2, 3)
+    assert F.expand_dims(np.ones((2, 3)), 2).shape == (2, 3, 1)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sigmoid_is_accurate_in_both_tails(dtype):
+    x = np.concatenate([-np.logspace(-3, np.log10(80 if dtype == np.float32 else 700), 200), [0.0],
+                        np.logspace(-3, 2, 50)]).astype(dtype)
+    reference = 1 / (1 + np.exp(-x.astype(np.longdouble)))  # wider than float64 where the machine has it
+    y = F.sigmoid(x).data
+    assert y.dtype == dtype
+    np.testing.assert_allclose(y, reference.astype(dtype), rtol=4 * np.finfo(dtype).eps, atol=0)
+
+
+def test_log_of_sigmoid_keeps_the_left_tail():
+    x = dz.Variable(np.array([-40.0, -30.0, 0.0, 5.0]))
+    y = F.log(F.sigmoid(x))
+    np.testing.assert_allclose(y.data, [-40.0, -30.0, -np.log(2), -np.log1p(np.exp(-5.0))], rtol=1e-12)
+    F.sum(y).backward()
+    np.testing.assert_allclose(x.grad.data, [1.0, 1.0, 0.5, 1 / (1 + np.exp(5.0))], rtol=1e-12)
+
+
+def test_mean_over_no_element_is_nan_as_in_pytorch():
+    empty = dz.Variable(np.zeros((0, 3)))
+    assert np.isnan(F.mean(empty).data)
+    assert np.isnan(F.mean(empty, axis=0).data).all() and F.mean(empty, axis=0).shape == (3,)
+    assert F.mean(empty, axis=1).shape == (0,)
+    y = F.mean(empty)
+    y.backward()
+    assert empty.grad.shape == (0, 3)
+
+
+def test_losses_on_zero_rows_are_nan_with_empty_gradients():
+    x = dz.Variable(np.zeros((0, 3)))
+    loss = F.mean_squared_error(x, np.zeros((0, 3)))
+    assert np.isnan(loss.data)
+    loss.backward()
+    assert x.grad.shape == (0, 3)
+    x.cleargrad()
+    loss = F.softmax_cross_entropy(x, np.zeros(0, dtype=np.int64))
+    assert np.isnan(loss.data)
+    loss.backward()
+    assert x.grad.shape == (0, 3)
+
+
+@pytest.mark.parametrize("fn", [F.softmax, F.log_softmax])
+@pytest.mark.parametrize("shape, axis", [((2, 0), 1), ((0, 3), 1), ((0, 3), 0)])
+def test_softmax_over_empty_arrays(fn, shape, axis):
+    x = dz.Variable(np.zeros(shape))
+    y = fn(x, axis=axis)
+    assert y.shape == shape
+    F.sum(y).backward()
+    assert x.grad.shape == shape
+
+
+@pytest.mark.parametrize("axis", [0, -1])
+def test_softmax_of_a_0d_array_is_one(axis):
+    x = dz.Variable(np.array(2.5))
+    y = F.softmax(x, axis=axis)
+    assert y.shape == () and y.data == 1.0
+    np.testing.assert_allclose(F.log_softmax(x, axis=axis).data, 0.0)
+    y.backward()
+    assert x.grad.shape == () and x.grad.data == 0.0
+    with pytest.raises(ValueError, match=r"^Softmax: .*axis 1 is out of range for an array of 0 dimensions"):
+        F.softmax(x)  # the default axis=1 (batch, classes) does not exist
+
+
+def test_power_zero_has_gradient_zero_at_zero():
+    x = dz.Variable(np.array([0.0, 2.0]))
+    y = x**0
+    np.testing.assert_array_equal(y.data, [1.0, 1.0])
+    F.sum(y).backward(create_graph=True)
+    np.testing.assert_array_equal(x.grad.data, [0.0, 0.0])
+    c = dz.Variable(np.array([0.0, 0.0]))
+    x.cleargrad()
+    F.sum(x**c).backward()
+    np.testing.assert_array_equal(x.grad.data, [0.0, 0.0])
+    np.testing.assert_allclose(c.grad.data, [0.0, np.log(2.0)])  # d/dc 0**c is 0 for c >= 0 (PyTorch)
+
+
+def test_variable_exponents_and_reflected_power():
+    x = dz.Variable(np.array([1.0, 2.0]))
+    y = dz.Variable(np.array([3.0, 0.5]))
+    z = x**y
+    np.testing.assert_allclose(z.data, [1.0, np.sqrt(2.0)])
+    F.sum(z).backward()
+    np.testing.assert_allclose(x.grad.data, [3.0, 0.5 / np.sqrt(2.0)])
+    np.testing.assert_allclose(y.grad.data, [0.0, np.sqrt(2.0) * np.log(2.0)])
+    x.cleargrad()
+    F.sum(2.0**x).backward()
+    np.testing.assert_allclose(x.grad.data, [2 * np.log(2.0), 4 * np.log(2.0)])
+    assert isinstance((2.0**x).creator, F.Power) and isinstance((x**2).creator, F.Pow)
+
+
+def test_concat_and_stack_follow_numpy():
+    a, b = np.arange(6.0).reshape(2, 3), np.ones((2, 3), np.float32)
+    np.testing.assert_array_equal(F.concat([a, b], axis=-1).data, np.concatenate([a, b], axis=-1))
+    np.testing.assert_array_equal(F.stack([a, b], axis=1).data, np.stack([a, b], axis=1))
+    va, vb = dz.Variable(a), dz.Variable(b)
+    F.sum(F.stack([va, vb], axis=2) * 2.0).backward()
+    assert vb.grad.dtype == np.float32 and va.grad.dtype == np.float64  # each its own dtype
+    with pytest.raises(ValueError, match=r"^Concat: .*needs at least one array"):
+        F.concat([])
+    with pytest.raises(ValueError, match=r"^Stack: inputs of shapes \(2, 3\), \(3,\)"):
+        F.stack([a, np.ones(3)])
+    with pytest.raises(ValueError, match=r"^Concat: .*axis 2 is out of range"):
+        F.concat([a, b], axis=2)
+
+
+def test_mixed_precision_gives_the_float64_gradients_in_float32():
+    """Float32 weights (as L.Linear makes them) with float64 data: as in
+    PyTorch, each gradient takes its input's dtype, and the values are those
+    of float64 throughout, to float32 precision."""
+    rng = np.random.RandomState(0)
+    x64 = rng.randn(5, 3)
+    layer = dz.layers.Linear(4, in_size=3)
+    assert layer.W.dtype == np.float32
+    W32 = layer.W
+    y = F.sum(F.matmul(x64, W32)) + 0.5 * F.sum(W32**2)
+    y.backward()
+    assert W32.grad.dtype == np.float32
+    W64 = dz.Variable(W32.data.astype(np.float64))
+    (F.sum(F.matmul(x64, W64)) + 0.5 * F.sum(W64**2)).backward()
+    np.testing.assert_allclose(W32.grad.data, W64.grad.data, rtol=1e-6, atol=1e-6)
+    # A gradient of the wrong shape is still an error that names the Function.
+
+    class WrongShape(dz.Function):
+        def forward(self, x):
+            return x.astype(np.float64)
+
+        def backward(self, gy):
+            return gy[:1]
+
+    with pytest.raises(ValueError, match=r"^WrongShape.backward: gradient of shape \(1,\) for a Variable of "
+                                         r"shape \(3,\)"):
+        F.sum(WrongShape()(np.ones(3, np.float32))).backward()
+
+
+# --- every error names its Function, forward or backward -----------------------------------
+class _RaisesInBackward(dz.Function):
+    def forward(self, x):
+        return x
+
+    def backward(self, gy):
+        return np.ones(3)[[7]]  # NumPy's bare IndexError
+
+
+@pytest.mark.parametrize(
+    "call, error, pattern",
+    [
+        (lambda: dz.Variable(np.ones((3, 4)))[10], IndexError,
+         r"^GetItem: inputs of shapes \(3, 4\): index 10 is out of bounds"),
+        (lambda: F.sum(np.ones((3, 4)), axis=np.int64(2)), np.exceptions.AxisError,
+         r"^Sum: .*axis 2 is out of range for an array of 2 dimensions"),
+        (lambda: F.max(np.ones((3, 4)), axis=1.0), TypeError, r"^Max: .*axis must be an integer"),
+        (lambda: F.mean(np.ones((3, 4)), axis=(1, -1)), ValueError, r"^Sum: .*names axis 1 twice"),
+        (lambda: F.max(np.ones((0, 4)), axis=0), ValueError, r"^Max: inputs of shapes \(0, 4\): zero-size"),
+        (lambda: F.matmul(np.ones(3), np.ones(4)), ValueError, r"^MatMul: inputs of shapes \(3,\), \(4,\)"),
+        (lambda: _RaisesInBackward()(np.ones(2)).backward(), IndexError,
+         r"^_RaisesInBackward.backward: index 7 is out of bounds"),
+    ],
+    ids=["index", "axis-range", "axis-type", "axis-twice", "max-of-nothing", "matmul-1d", "backward"],
+)
+def test_every_error_of_a_function_names_it(call, error, pattern):
+    with pytest.raises(error, match=pattern) as info:
+        call()
+    assert info.value.__cause__ is not None, "the original error must not be lost"
+
+
+# --- differences from PyTorch, on purpose (README: "Differences from PyTorch and DeZero") --------
+def test_every_tied_maximum_gets_the_whole_gradient():
+    """PyTorch's max() without dim splits the gradient among ties (0.5 each
+    here) and max(dim) gives it to one of them; dezero_mini, like DeZero,
+    gives each tied element the whole gradient."""
+    x = dz.Variable(np.array([[1.0, 3.0, 3.0]]))
+    F.max(x).backward()
+    np.testing.assert_array_equal(x.grad.data, [[0.0, 1.0, 1.0]])
+    x.cleargrad()
+    F.sum(F.min(-x, axis=1)).backward()
+    np.testing.assert_array_equal(x.grad.data, [[0.0, -1.0, -1.0]])
+
+
+def test_backward_of_a_non_scalar_seeds_with_ones():
+    """PyTorch refuses backward() on a non-scalar without a gradient; DeZero
+    (and dezero_mini) start from ones, which is the gradient of sum(y)."""
+    x = dz.Variable(np.array([1.0, 2.0, 3.0]))
+    y = x * x
+    y.backward()
+    np.testing.assert_array_equal(x.grad.data, [2.0, 4.0, 6.0])
