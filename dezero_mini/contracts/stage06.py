@@ -250,7 +250,9 @@ def parameters_keep_data_and_gradients(module):
     loss.backward()
     problems = []
     for i, (p, data) in enumerate(zip(workload.parameters, before)):
-        if p.data is None or not np.array_equal(p.data, data):
+        if p.data is None:
+            problems.append(f"parameter {i}: data is None")
+        elif not np.array_equal(p.data, data):
             problems.append(f"parameter {i}: data changed")
         grad = array(p.grad)
         if grad is None or grad.shape != data.shape:
