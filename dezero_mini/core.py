@@ -135,6 +135,26 @@ class Variable:
         """Forget the creator: this Variable becomes a leaf of any later graph."""
         self.creator = None
 
+    def detach(self):
+        """A new Variable with the same array (shared, not copied) and no
+        creator, as PyTorch's ``detach()``: the value without the graph, for
+        keeping it (a log, a cache) without keeping every batch's graph."""
+        return Variable(self.data, name=self.name)
+
+    def item(self):
+        """The value of a one-element Variable as a Python number (``float``
+        or ``int``, as numpy's ``item()``), as PyTorch's ``item()``: what to
+        add to a running total, rather than the Variable and its graph."""
+        if self.data is None or self.data.size != 1:
+            shape = None if self.data is None else self.data.shape
+            raise ValueError(f"item: only a Variable of one element has a single value; "
+                             f"this one has shape {shape}")
+        return self.data.item()
+
+    def __float__(self):
+        # float(loss), as in PyTorch: the same number as item(), never a graph.
+        return float(self.item())
+
     def unchain_backward(self):
         """Cut every creator link behind this Variable, freeing the graph."""
         funcs = [self.creator] if self.creator is not None else []

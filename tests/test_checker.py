@@ -55,6 +55,9 @@ def _block(code):
 DROP_BLOCK = r"^( *)if not retain_grad:\n\1    for output in f\.outputs:\n\1        output\(\)\.grad = None.*\n"
 READ_GYS = r"^( *)(gys = \[output\(\)\.grad for output in f\.outputs\]\n)"
 
+FREE_INPUTS = r"^( *)if not retain_graph:\n\1    f\.inputs = None.*\n"
+FREED_CHECK = r"^( *)if f\.inputs is None:\n\1    raise RuntimeError\(\n(\1        .*\n)*\1    \)\n"
+
 USING_CONFIG_CLASS = _block('''
     class using_config:
         """Set an attribute of Config inside a with-block; put the old value back after."""
@@ -131,6 +134,61 @@ CASES = [
         (r"^    try:\n        yield\n    finally:.*\n        (setattr\(Config, name, old_value\))",
          r"    yield\n    \1", 1),),
         fails=frozenset({"no_grad_restores_after_exception"})),
+    # stage 06: backward frees what each Function saved, as soon as its backward has run
+    Case("freed_graph_found_when_reached", 6, 6, (
+        (FREED_CHECK, "", 1),
+        (r"^( *)if f is not None and f not in seen:\n",
+         r"\g<0>\1    if f.inputs is None:  # freed by an earlier backward\n"
+         r"\1        raise RuntimeError('backward: this graph was freed by an earlier backward(); '\n"
+         r"\1                           'pass retain_graph=True to the first one to keep it')\n", 1))),
+    Case("inputs_never_freed", 6, 6, (
+        (FREE_INPUTS, "", 1),),
+        fails=frozenset({"frees_saved_inputs_during_backward",
+                         "holds_less_than_stage05_after_backward", "backward_peak_below_stage05",
+                         "second_backward_is_a_clear_error", "retain_graph_allows_a_second_backward",
+                         "retain_graph_true_keeps_the_activations"})),
+    Case("inputs_freed_before_the_functions_backward", 6, 6, (
+        (FREE_INPUTS, "", 1),
+        (r"^( *)(gxs = f\.backward\(\*gys\)\n)",
+         r"\1if not retain_graph:\n\1    f.inputs = None\n\1\2", 1)),
+        # every backward raises (a Function reads its inputs in its backward), so
+        # every contract that runs backward fails: all but stage 05's
+        fails=frozenset(c.name for c in contracts_at(6) if c.stage != 5)),
+    Case("leaf_arrays_freed", 6, 6, (
+        (r"^( *)f\.inputs = None.*\n",
+         r"\1for x in f.inputs:\n\1    if x.creator is None:\n"
+         r"\1        x.data = None  # a leaf: no Function reads it again\n\1f.inputs = None\n", 1),),
+        # the parameters lose their arrays: every contract that trains or reads
+        # them after backward fails, parameters_keep_data_and_gradients by name
+        fails=frozenset({"leaf_gradients_are_right", "training_learns", "live_objects_constant",
+                         "traced_bytes_flat", "collector_finds_nothing",
+                         "backward_peak_below_stage03", "holds_less_than_stage05_after_backward",
+                         "backward_peak_below_stage05", "retain_graph_allows_a_second_backward",
+                         "parameters_keep_data_and_gradients", "gradients_bit_identical_to_stage05",
+                         "retain_graph_true_keeps_the_activations"})),
+    Case("second_backward_skips_freed_functions", 6, 6, (
+        (FREED_CHECK, r"\1if f.inputs is None:\n\1    continue  # done already\n", 1),),
+        fails=frozenset({"second_backward_is_a_clear_error",
+                         "retain_graph_allows_a_second_backward"})),
+    Case("retain_graph_true_ignored", 6, 6, (
+        (r"if not retain_graph:", "if True:", 1),),
+        fails=frozenset({"retain_graph_allows_a_second_backward",
+                         "retain_graph_true_keeps_the_activations"})),
+    # stage 07: detach() and item() keep a value without its graph
+    Case("detach_and_item_written_otherwise", 7, 7, (
+        (r"^( *)return Variable\(self\.data, name=self\.name\)\n",
+         r"\1detached = Variable(self.data)\n\1detached.name = self.name\n\1return detached\n", 1),
+        (r"^( *)return self\.data\.item\(\)\n", r"\1return self.data.reshape(-1)[0].item()\n", 1))),
+    Case("detach_is_a_shallow_copy", 7, 7, (
+        (r"^import heapq\n", "import copy\nimport heapq\n", 1),
+        (r"return Variable\(self\.data, name=self\.name\)", "return copy.copy(self)", 1)),
+        fails=frozenset({"detach_shares_the_array_and_has_no_graph"})),
+    Case("item_returns_a_0d_array", 7, 7, (
+        (r"return self\.data\.item\(\)", "return self.data.reshape(())", 1),),
+        fails=frozenset({"item_gives_a_python_number"})),
+    Case("item_returns_a_variable", 7, 7, (
+        (r"return self\.data\.item\(\)", "return Variable(self.data.reshape(()))", 1),),
+        fails=frozenset({"item_gives_a_python_number"})),
 ]
 
 

@@ -69,11 +69,21 @@ def backward_peak_below_stage03(module):
                        measured=format_bytes(after))
 
 
-@STAGE.contract(hint="""
+@STAGE.contract(until=5, hint="""
     The saving must come from the gradients that are dropped, and only from them: the
     peak with retain_grad=True should be higher than with the default.""")
 def retain_grad_true_costs_memory(module):
-    """The backward peak with the default is at least 10% lower than with retain_grad=True."""
+    """The backward peak with the default is at least 10% lower than with retain_grad=True.
+
+    Stages 04-05 only (``until=5``): from stage 06 on, backward also lets go
+    of each Function's inputs as soon as its backward has run, so a gradient
+    that retain_grad=True keeps on an intermediate Variable is freed with
+    that Variable, as early as the default would have dropped it (the two
+    peaks measure within 1% on the standard workload). retain_grad=True costs
+    memory from then on only for Variables the user holds, which
+    ``drops_intermediate_gradients`` and ``retain_grad_keeps_intermediate``
+    still check.
+    """
     dropped = record_step_timeline(module, retain_grad=False, count_objects=False).backward_peak
     kept = record_step_timeline(module, retain_grad=True, count_objects=False).backward_peak
     return Measurement(passed=dropped < SAVING * kept,

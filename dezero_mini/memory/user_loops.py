@@ -22,8 +22,9 @@ the lesson, the tests and anyone's experiments run the same code::
 ``step(i)`` runs batch ``i`` and returns its loss as a float; ``roots()``
 returns the names of the user's code that may hold a graph, for
 ``reference_graph``. The fixed versions use ``item()`` and ``detach()``,
-which the framework has from stage 07 on; the leaking ones run on any stage
-from 03 on (on stage 05 they keep more: its backward frees nothing).
+which the framework has from stage 07 on (``dezero_mini`` too: every loop
+runs on it as on stage 07); the leaking ones run on any stage from 03 on
+(on stage 05 they keep more: its backward frees nothing).
 """
 import numpy as np
 
