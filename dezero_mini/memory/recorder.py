@@ -191,7 +191,7 @@ def _record_batch(i, workload, module, backward_kwargs, signals, watch, read_rss
 
 def record_training(stage_or_module, batches=200, *, gc_enabled=False, rss=True,
                     trim=True, workload=None, label=None, backward_kwargs=None,
-                    **workload_kwargs):
+                    on_batch=None, **workload_kwargs):
     """Train ``batches`` batches of the standard workload and record the
     memory signals after each one. Returns a ``TrainingRecord``.
 
@@ -208,6 +208,9 @@ def record_training(stage_or_module, batches=200, *, gc_enabled=False, rss=True,
     workload: a ``Workload`` to train (else one is made from ``workload_kwargs``).
     backward_kwargs: keyword arguments for ``loss.backward`` (e.g.
         ``{"retain_grad": True}``).
+    on_batch: None, or a callable ``on_batch(done, batches)`` called after
+        each batch's figures are taken (``done`` batches of ``batches``), to
+        show progress; what it allocates and frees is not in any figure.
 
     tracemalloc is started if it is not running (and then stopped at the
     end). The heap is collected once before the first batch so that earlier
@@ -244,6 +247,8 @@ def record_training(stage_or_module, batches=200, *, gc_enabled=False, rss=True,
         with GcWatch() as watch:
             for i in range(batches):
                 _record_batch(i, workload, module, backward_kwargs, signals, watch, read_rss)
+                if on_batch is not None:
+                    on_batch(i + 1, batches)
         # After the watch has gone (the explicit collection is reported on its
         # own) but with the collector still in the recorded state.
         final_collected = gc.collect()
