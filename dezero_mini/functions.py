@@ -856,3 +856,17 @@ def batch_norm(x, gamma, beta, mean, var, decay=0.9, eps=2e-5):
 
 
 batch_nrom = batch_norm  # DeZero's own spelling, which its BatchNorm layer calls
+
+
+# Convolution and pooling live in their own module (as in DeZero) and are
+# part of F: ``F.conv2d``, ``F.pooling``, ...
+from dezero_mini.functions_conv import (  # noqa: E402, F401  (after everything it uses)
+    average_pooling,
+    col2im,
+    conv2d,
+    conv2d_simple,
+    deconv2d,
+    im2col,
+    pooling,
+    pooling_simple,
+)

@@ -15,6 +15,7 @@ import numpy as np
 
 from dezero_mini import functions as F
 from dezero_mini.core import Parameter
+from dezero_mini.utils import pair
 
 
 def _weak(obj):
@@ -303,3 +304,53 @@ class BatchNorm(Layer):
         if self.avg_mean.data is None:
             self._init_params(x)
         return F.batch_norm(x, self.gamma, self.beta, self.avg_mean.data, self.avg_var.data)
+
+
+# --- Convolution ----------------------------------------------------------------------
+class Conv2d(Layer):
+    """A 2-D convolution layer (``F.conv2d``): W of shape (out_channels,
+    in_channels, KH, KW), scaled so that each output starts with about the
+    variance of one input, and a bias per output channel unless ``nobias``.
+    in_channels: None to take it from the first call (``x.shape[1]``)."""
+
+    def __init__(self, out_channels, kernel_size, stride=1, pad=0, nobias=False,
+                 dtype=np.float32, in_channels=None):
+        super().__init__()
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.pad = pad
+        self.dtype = dtype
+        self.W = Parameter(None, name="W")
+        if in_channels is not None:
+            self._init_W()
+        self.b = None if nobias else Parameter(np.zeros(out_channels, dtype=dtype), name="b")
+
+    def _weight_shape(self):
+        return (self.out_channels, self.in_channels, *pair(self.kernel_size))
+
+    def _init_W(self):
+        kh, kw = pair(self.kernel_size)
+        scale = np.sqrt(1.0 / (self.in_channels * kh * kw))
+        self.W.data = (np.random.randn(*self._weight_shape()) * scale).astype(self.dtype)
+
+    def forward(self, x):
+        if self.W.data is None:
+            self.in_channels = x.shape[1]
+            self._init_W()
+        return F.conv2d(x, self.W, self.b, self.stride, self.pad)
+
+
+class Deconv2d(Conv2d):
+    """A transposed convolution layer (``F.deconv2d``): W of shape
+    (in_channels, out_channels, KH, KW); otherwise as Conv2d."""
+
+    def _weight_shape(self):
+        return (self.in_channels, self.out_channels, *pair(self.kernel_size))
+
+    def forward(self, x):
+        if self.W.data is None:
+            self.in_channels = x.shape[1]
+            self._init_W()
+        return F.deconv2d(x, self.W, self.b, self.stride, self.pad)

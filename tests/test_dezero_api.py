@@ -43,11 +43,23 @@ DEZERO_SIGNATURES = {
         "min": "(x, axis=None, keepdims=False)", "clip": "(x, x_min, x_max)",
         "add": "(x0, x1)", "sub": "(x0, x1)", "rsub": "(x0, x1)", "mul": "(x0, x1)",
         "div": "(x0, x1)", "neg": "(x)", "pow": "(x, c)",
+        "conv2d": "(x, W, b=None, stride=1, pad=0)",
+        "deconv2d": "(x, W, b=None, stride=1, pad=0, outsize=None)",
+        "conv2d_simple": "(x, W, b=None, stride=1, pad=0)",
+        "im2col": "(x, kernel_size, stride=1, pad=0, to_matrix=True)",
+        "col2im": "(x, input_shape, kernel_size, stride=1, pad=0, to_matrix=True)",
+        "pooling": "(x, kernel_size, stride=1, pad=0)",
+        "pooling_simple": "(x, kernel_size, stride=1, pad=0)",
+        "average_pooling": "(x, kernel_size, stride=1, pad=0)",
     },
     "layers": {
         "Layer": "()", "Linear": "(out_size, nobias=False, dtype=np.float32, in_size=None)",
         "RNN": "(hidden_size, in_size=None)", "LSTM": "(hidden_size, in_size=None)",
         "EmbedID": "(in_size, out_size)", "BatchNorm": "()",
+        "Conv2d": "(out_channels, kernel_size, stride=1, pad=0, nobias=False, dtype=np.float32, "
+                  "in_channels=None)",
+        "Deconv2d": "(out_channels, kernel_size, stride=1, pad=0, nobias=False, dtype=np.float32, "
+                    "in_channels=None)",
     },
     "models": {
         "Model": "()", "Sequential": "(*layers)",
@@ -104,9 +116,6 @@ DEZERO_SIGNATURES = {
 
 # DeZero's names that dezero_mini leaves out; each is a row of the README table.
 NOT_INCLUDED = {
-    "functions": ["conv2d", "deconv2d", "conv2d_simple", "im2col", "col2im", "pooling",
-                  "pooling_simple", "average_pooling"],
-    "layers": ["Conv2d", "Deconv2d"],
     "models": ["VGG16", "ResNet", "SqueezeNet"],
     "utils": ["show_progress", "cache_dir"],
     "datasets": ["BigData", "CIFAR10", "ImageNet", "Shakespear", "load_cache_npz",
