@@ -11,6 +11,7 @@ import struct
 import tempfile
 import urllib.error
 import urllib.request
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -420,22 +421,26 @@ def read_mnist_csv(path):
     ValueError for a line of another length or values out of range.
     """
     name = os.fspath(path)
-    raw = _read_bytes(path)
-    lines = raw.split()
-    if not lines:
+    text = _read_bytes(path).replace(b"\r", b"").strip()
+    if not text:
         raise ValueError(f"{name}: no digits in the file")
-    width = lines[0].count(b",") + 1
+    end = text.find(b"\n")
+    width = (text if end < 0 else text[:end]).count(b",") + 1
     if width != 785:
         raise ValueError(f"{name}: a line has {width} values, expected 784 pixels and a label")
-    # One parse of the whole text is ~20x faster than np.loadtxt's per-line loop.
-    try:
-        values = np.array(b",".join(lines).split(b","), dtype=np.int64)
-    except ValueError as e:
-        raise ValueError(f"{name}: not a CSV file of integers ({e})") from e
-    if values.size != len(lines) * width:
+    lines = text.count(b"\n") + 1
+    # Parsed in C, in one call: no Python object per value (np.loadtxt or
+    # bytes.split would make 3.9 million, and take ~40x longer under tracemalloc).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy warns, and stops, at text that is not a number
+        try:
+            values = np.fromstring(text.replace(b"\n", b","), dtype=np.int32, sep=",")
+        except (ValueError, DeprecationWarning) as e:
+            raise ValueError(f"{name}: not a CSV file of integers ({e})") from e
+    if values.size != lines * width:
         raise ValueError(f"{name}: lines of different lengths ({values.size} values "
-                         f"on {len(lines)} lines of {width})")
-    table = values.reshape(len(lines), width)
+                         f"on {lines} lines of {width})")
+    table = values.reshape(lines, width)
     images, labels = table[:, :-1], table[:, -1]
     if images.min() < 0 or images.max() > 255 or labels.min() < 0 or labels.max() > 9:
         raise ValueError(f"{name}: pixels must be in [0, 255] and labels in [0, 9]")

@@ -324,6 +324,9 @@ def test_read_mnist_csv_reads_pixels_and_labels(tmp_path):
     assert got.tolist() == labels
     first = [int(v) for v in gzip.decompress(path.read_bytes()).split(b"\n")[0].split(b",")]
     assert images[0].tolist() == first[:-1]
+    windows = tmp_path / "windows.csv"  # the same digits with CRLF line ends
+    windows.write_bytes(gzip.decompress(path.read_bytes()).replace(b"\n", b"\r\n"))
+    np.testing.assert_array_equal(read_mnist_csv(windows)[0], images)
 
 
 @pytest.mark.parametrize("text,message", [
