@@ -51,6 +51,8 @@ __version__ = "0.1.0"
 
 # Layers, models, optimizers, datasets and their loader (after core and functions).
 from dezero_mini import datasets, layers, models, optimizers, transforms  # noqa: E402, F401
+# DeZero's CPU/GPU switch, CPU only here: dezero.cuda.get_array_module(x) code runs.
+from dezero_mini import cuda  # noqa: E402, F401
 from dezero_mini.dataloaders import DataLoader, SeqDataLoader  # noqa: E402, F401
 from dezero_mini.layers import Layer  # noqa: E402, F401
 from dezero_mini.models import Model  # noqa: E402, F401

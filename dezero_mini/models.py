@@ -37,3 +37,25 @@ class MLP(Model):
         for layer in hidden:
             x = self.activation(layer(x))
         return last(x)
+
+
+class Sequential(Model):
+    """The layers (or functions) given, applied one after another:
+    ``Sequential(L.Linear(10), F.relu, L.Linear(1))``. Layers among them are
+    registered as ``l0``, ``l1``, ... (their parameters are the model's)."""
+
+    def __init__(self, *layers):
+        super().__init__()
+        self.layers = []
+        for i, layer in enumerate(layers):
+            if not callable(layer):
+                raise TypeError(f"Sequential: item {i} is a {type(layer).__name__}, "
+                                "not a layer or function")
+            self.layers.append(layer)
+            if isinstance(layer, Layer):
+                setattr(self, f"l{i}", layer)
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x

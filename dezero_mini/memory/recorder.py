@@ -196,7 +196,7 @@ def _record_batch(i, step, module, signals, watch, read_rss):
 
 def record_training(stage_or_module, batches=200, *, gc_enabled=False, rss=True,
                     trim=True, workload=None, label=None, backward_kwargs=None,
-                    step=None, count_objects=True, **workload_kwargs):
+                    step=None, count_objects=True, on_batch=None, **workload_kwargs):
     """Train ``batches`` batches of the standard workload and record the
     memory signals after each one. Returns a ``TrainingRecord``.
 
@@ -221,6 +221,9 @@ def record_training(stage_or_module, batches=200, *, gc_enabled=False, rss=True,
         (``gc.get_objects()``: milliseconds in a large process such as a
         notebook's kernel). False leaves the ``live_*`` signals None; the
         count after the final ``gc.collect()`` is still taken.
+    on_batch: None, or a callable ``on_batch(done, batches)`` called after
+        each batch's figures are taken (``done`` batches of ``batches``), to
+        show progress; what it allocates and frees is not in any figure.
 
     tracemalloc is started if it is not running (and then stopped at the
     end). The heap is collected once before the first batch so that earlier
@@ -266,6 +269,8 @@ def record_training(stage_or_module, batches=200, *, gc_enabled=False, rss=True,
         with GcWatch() as watch:
             for i in range(batches):
                 _record_batch(i, step, module, signals, watch, read_rss)
+                if on_batch is not None:
+                    on_batch(i + 1, batches)
         # After the watch has gone (the explicit collection is reported on its
         # own) but with the collector still in the recorded state.
         final_collected = gc.collect()

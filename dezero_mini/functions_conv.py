@@ -1,0 +1,340 @@
+"""Convolution and pooling for images of shape (N, C, H, W), DeZero's names:
+``conv2d``, ``deconv2d``, ``pooling``, ``average_pooling``, the book's
+compositions ``conv2d_simple`` and ``pooling_simple``, and ``im2col`` /
+``col2im`` (also available as ``F.conv2d`` and so on).
+
+All of them rest on one idea, im2col: every window that a kernel visits is
+copied out into its own column, so that a convolution becomes one matrix
+product. A column array holds each input value up to KH*KW times, so it is
+the largest array of a convolution. Memory notes:
+
+* ``conv2d`` and ``pooling`` do not keep their columns for backward; they
+  are made again from the input when the gradient is computed (a little
+  more time, a KH*KW-times-the-input array less alive in the graph).
+  ``pooling`` keeps only the position of each maximum (one int8 per output).
+* ``conv2d_simple`` and ``pooling_simple`` are compositions, as in DeZero's
+  book: their column array is a node of the graph, alive until backward.
+
+Padding adds zeros, for pooling too (as in DeZero).
+"""
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from dezero_mini.core import Function, as_variable
+from dezero_mini.functions import _apply, linear
+from dezero_mini.utils import get_conv_outsize, get_deconv_outsize, pair
+
+
+# --- Windows as columns: arrays ----------------------------------------------------
+def _geometry(shape, kernel_size, stride, pad):
+    """``(KH, KW), (SH, SW), (PH, PW), (OH, OW)`` of a kernel on an image of ``shape``."""
+    kernel, stride, pad = pair(kernel_size), pair(stride), pair(pad)
+    out = tuple(get_conv_outsize(shape[2 + a], kernel[a], stride[a], pad[a]) for a in (0, 1))
+    if min(out) < 1:
+        raise ValueError(f"a kernel of {kernel} with padding {pad} does not fit an image of "
+                         f"{tuple(shape[2:])}")
+    return kernel, stride, pad, out
+
+
+def im2col_array(img, kernel_size, stride, pad, to_matrix=True):
+    """The windows of ``img`` (N, C, H, W) as columns: an array of shape
+    (N, C, KH, KW, OH, OW), or, with ``to_matrix``, (N*OH*OW, C*KH*KW) with
+    one row per window."""
+    (kh, kw), (sh, sw), (ph, pw), (oh, ow) = _geometry(img.shape, kernel_size, stride, pad)
+    padded = np.pad(img, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    windows = sliding_window_view(padded, (kh, kw), axis=(2, 3))  # a view: nothing copied yet
+    windows = windows[:, :, : sh * (oh - 1) + 1 : sh, : sw * (ow - 1) + 1 : sw]  # (N, C, OH, OW, KH, KW)
+    if to_matrix:
+        return windows.transpose(0, 2, 3, 1, 4, 5).reshape(len(img) * oh * ow, -1)
+    return np.ascontiguousarray(windows.transpose(0, 1, 4, 5, 2, 3))
+
+
+def col2im_array(col, img_shape, kernel_size, stride, pad, to_matrix=True):
+    """The inverse of ``im2col_array`` as a gradient: every column value is
+    added back to the pixel it was copied from (a pixel in several windows
+    gets the sum). Returns an array of ``img_shape`` (N, C, H, W)."""
+    n, c, h, w = img_shape
+    (kh, kw), (sh, sw), (ph, pw), (oh, ow) = _geometry(img_shape, kernel_size, stride, pad)
+    if to_matrix:
+        col = col.reshape(n, oh, ow, c, kh, kw).transpose(0, 3, 4, 5, 1, 2)
+    img = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=col.dtype)
+    for j in range(kh):  # kernel row j of window (y, x) read padded pixel row j + sh*y
+        for i in range(kw):
+            img[:, :, j : j + sh * oh : sh, i : i + sw * ow : sw] += col[:, :, j, i]
+    return img[:, :, ph : ph + h, pw : pw + w]
+
+
+# --- Windows as columns: Functions -------------------------------------------------
+class Im2col(Function):
+    array_backward = True
+
+    def __init__(self, kernel_size, stride, pad, to_matrix):
+        self.args = (kernel_size, stride, pad, to_matrix)
+
+    def forward(self, x):
+        self.x_shape = x.shape
+        return im2col_array(x, *self.args)
+
+    def backward(self, gy):
+        return _apply(Col2im(self.x_shape, *self.args), gy)
+
+
+class Col2im(Function):
+    array_backward = True
+
+    def __init__(self, img_shape, kernel_size, stride, pad, to_matrix):
+        self.img_shape = img_shape
+        self.args = (kernel_size, stride, pad, to_matrix)
+
+    def forward(self, x):
+        return col2im_array(x, self.img_shape, *self.args)
+
+    def backward(self, gy):
+        return _apply(Im2col(*self.args), gy)
+
+
+def im2col(x, kernel_size, stride=1, pad=0, to_matrix=True):
+    """The windows of ``x`` (N, C, H, W) as columns (see ``im2col_array``),
+    differentiable: the gradient of a column goes back to its pixel."""
+    return Im2col(kernel_size, stride, pad, to_matrix)(x)
+
+
+def col2im(x, input_shape, kernel_size, stride=1, pad=0, to_matrix=True):
+    """Columns summed back into an image of ``input_shape`` (see ``col2im_array``)."""
+    return Col2im(input_shape, kernel_size, stride, pad, to_matrix)(x)
+
+
+# --- Convolution -----------------------------------------------------------------------
+class Conv2d(Function):
+    """``y[n, o] = sum over c, windows of x[n, c] * W[o, c] + b[o]``: x (N, C, H, W),
+    W (OC, C, KH, KW), b (OC,) or none; y (N, OC, OH, OW)."""
+
+    array_backward = True
+
+    def __init__(self, stride=1, pad=0):
+        self.stride, self.pad = stride, pad
+
+    def forward(self, x, W, b=None):
+        if x.ndim != 4 or W.ndim != 4 or x.shape[1] != W.shape[1]:
+            raise ValueError(f"conv2d: needs x (N, C, H, W) and W (OC, C, KH, KW) with the same C, "
+                             f"got {x.shape} and {W.shape}")
+        col = im2col_array(x, W.shape[2:], self.stride, self.pad, to_matrix=False)
+        y = np.tensordot(col, W, ((1, 2, 3), (1, 2, 3)))  # (N, OH, OW, OC)
+        if b is not None:
+            y += b
+        return np.ascontiguousarray(y.transpose(0, 3, 1, 2))
+
+    def backward(self, gy):
+        x, W = self.inputs_like(gy)[:2]
+        gx = _apply(Deconv2d(self.stride, self.pad, x.shape[2:]), gy, W)
+        gW = _apply(Conv2dGradW(W.shape[2:], self.stride, self.pad), x, gy)
+        if len(self.inputs) == 2:
+            return gx, gW
+        return gx, gW, gy.sum(axis=(0, 2, 3))
+
+
+class Deconv2d(Function):
+    """The transposed convolution (the gradient of conv2d with respect to its
+    input): x (N, C, H, W), W (C, OC, KH, KW), b (OC,) or none; y (N, OC, OH, OW)
+    with OH, OW from ``outsize`` or from ``get_deconv_outsize``."""
+
+    array_backward = True
+
+    def __init__(self, stride=1, pad=0, outsize=None):
+        self.stride, self.pad, self.outsize = stride, pad, outsize
+
+    def forward(self, x, W, b=None):
+        if x.ndim != 4 or W.ndim != 4 or x.shape[1] != W.shape[0]:
+            raise ValueError(f"deconv2d: needs x (N, C, H, W) and W (C, OC, KH, KW) with the same C, "
+                             f"got {x.shape} and {W.shape}")
+        (kh, kw), (sh, sw), (ph, pw) = W.shape[2:], pair(self.stride), pair(self.pad)
+        if self.outsize is None:
+            self.outsize = (get_deconv_outsize(x.shape[2], kh, sh, ph),
+                            get_deconv_outsize(x.shape[3], kw, sw, pw))
+        out_shape = (x.shape[0], W.shape[1], *pair(self.outsize))
+        gcol = np.tensordot(x, W, ((1,), (0,)))  # (N, H, W, OC, KH, KW): one column per pixel
+        y = col2im_array(gcol.transpose(0, 3, 4, 5, 1, 2), out_shape, (kh, kw), self.stride,
+                         self.pad, to_matrix=False)
+        if b is not None:
+            y += b.reshape(1, -1, 1, 1)
+        return y
+
+    def backward(self, gy):
+        x, W = self.inputs_like(gy)[:2]
+        gx = _apply(Conv2d(self.stride, self.pad), gy, W)
+        gW = _apply(Conv2dGradW(W.shape[2:], self.stride, self.pad), gy, x)
+        if len(self.inputs) == 2:
+            return gx, gW
+        return gx, gW, gy.sum(axis=(0, 2, 3))
+
+
+class Conv2dGradW(Function):
+    """The gradient of conv2d with respect to W, from its input ``x`` and its
+    output's gradient ``gy``: ``gW[o, c] = sum over n, windows of gy[n, o] * x[n, c]``."""
+
+    array_backward = True
+
+    def __init__(self, kernel_size, stride, pad):
+        self.kernel_size, self.stride, self.pad = pair(tuple(kernel_size)), stride, pad
+
+    def forward(self, x, gy):
+        col = im2col_array(x, self.kernel_size, self.stride, self.pad, to_matrix=False)
+        return np.tensordot(gy, col, ((0, 2, 3), (0, 4, 5)))  # (OC, C, KH, KW)
+
+    def backward(self, ggW):
+        x, gy = self.inputs_like(ggW)
+        gx = _apply(Deconv2d(self.stride, self.pad, x.shape[2:]), gy, ggW)
+        ggy = _apply(Conv2d(self.stride, self.pad), x, ggW)
+        return gx, ggy
+
+
+def conv2d(x, W, b=None, stride=1, pad=0):
+    """2-D convolution (cross-correlation, as in every framework) of x
+    (N, C, H, W) with W (OC, C, KH, KW), plus b (OC,); see Conv2d."""
+    f = Conv2d(stride, pad)
+    return f(x, W) if b is None else f(x, W, b)
+
+
+def deconv2d(x, W, b=None, stride=1, pad=0, outsize=None):
+    """Transposed convolution of x (N, C, H, W) with W (C, OC, KH, KW), plus b (OC,)."""
+    f = Deconv2d(stride, pad, outsize)
+    return f(x, W) if b is None else f(x, W, b)
+
+
+def conv2d_simple(x, W, b=None, stride=1, pad=0):
+    """``conv2d`` as the book first writes it: im2col, then ``linear``, then
+    a reshape; the column array is a node of the graph, alive until backward."""
+    x, W = as_variable(x), as_variable(W)
+    n, oc = x.shape[0], W.shape[0]
+    kernel = W.shape[2:]
+    _, _, _, (oh, ow) = _geometry(x.shape, kernel, stride, pad)
+    col = im2col(x, kernel, stride, pad, to_matrix=True)  # (N*OH*OW, C*KH*KW)
+    t = linear(col, W.reshape(oc, -1).transpose(), b)
+    return t.reshape(n, oh, ow, oc).transpose(0, 3, 1, 2)
+
+
+# --- Pooling ---------------------------------------------------------------------------
+class Pooling(Function):
+    """Max pooling: the largest value of each window. Keeps, for backward, only
+    which element of each window was the largest (one small integer per output)."""
+
+    array_backward = True
+
+    def __init__(self, kernel_size, stride=1, pad=0):
+        self.kernel_size, self.stride, self.pad = kernel_size, stride, pad
+
+    def forward(self, x):
+        col = im2col_array(x, self.kernel_size, self.stride, self.pad, to_matrix=False)
+        n, c, kh, kw, oh, ow = col.shape
+        col = col.reshape(n, c, kh * kw, oh, ow)
+        index_type = np.int8 if kh * kw <= 127 else np.intp
+        self.indexes = col.argmax(axis=2).astype(index_type)
+        self.x_shape = x.shape
+        return np.take_along_axis(col, self.indexes[:, :, None].astype(np.intp), axis=2)[:, :, 0]
+
+    def backward(self, gy):
+        return _apply(PoolingGrad(self), gy)
+
+
+class PoolingGrad(Function):
+    """The gradient of max pooling: each output's gradient goes to the element
+    that was its window's maximum (summed where windows overlap)."""
+
+    array_backward = True
+
+    def __init__(self, pooling):
+        self.pooling = pooling
+
+    def forward(self, gy):
+        p = self.pooling
+        n, c, oh, ow = gy.shape
+        kh, kw = pair(p.kernel_size)
+        gcol = np.zeros((n, c, kh * kw, oh, ow), dtype=gy.dtype)
+        np.put_along_axis(gcol, p.indexes[:, :, None].astype(np.intp), gy[:, :, None], axis=2)
+        gcol = gcol.reshape(n, c, kh, kw, oh, ow)
+        return col2im_array(gcol, p.x_shape, (kh, kw), p.stride, p.pad, to_matrix=False)
+
+    def backward(self, ggx):
+        return _apply(PoolingWithIndexes(self.pooling), ggx)
+
+
+class PoolingWithIndexes(Function):
+    """The elements of each window that a Pooling found to be the maximum
+    (the gradient of PoolingGrad)."""
+
+    array_backward = True
+
+    def __init__(self, pooling):
+        self.pooling = pooling
+
+    def forward(self, x):
+        p = self.pooling
+        col = im2col_array(x, p.kernel_size, p.stride, p.pad, to_matrix=False)
+        n, c, kh, kw, oh, ow = col.shape
+        col = col.reshape(n, c, kh * kw, oh, ow)
+        return np.take_along_axis(col, p.indexes[:, :, None].astype(np.intp), axis=2)[:, :, 0]
+
+    def backward(self, gy):
+        return _apply(PoolingGrad(self.pooling), gy)
+
+
+class AveragePooling(Function):
+    """Average pooling: the mean of each window (padding zeros included)."""
+
+    array_backward = True
+
+    def __init__(self, kernel_size, stride=1, pad=0):
+        self.kernel_size, self.stride, self.pad = kernel_size, stride, pad
+
+    def forward(self, x):
+        self.x_shape = x.shape
+        col = im2col_array(x, self.kernel_size, self.stride, self.pad, to_matrix=False)
+        return col.mean(axis=(2, 3))
+
+    def backward(self, gy):
+        return _apply(AveragePoolingGrad(self), gy)
+
+
+class AveragePoolingGrad(Function):
+    """The gradient of average pooling: each output's gradient, divided by
+    the window's size, to every element of its window."""
+
+    array_backward = True
+
+    def __init__(self, pooling):
+        self.pooling = pooling
+
+    def forward(self, gy):
+        p = self.pooling
+        kh, kw = pair(p.kernel_size)
+        n, c, oh, ow = gy.shape
+        gcol = np.broadcast_to((gy / (kh * kw))[:, :, None, None], (n, c, kh, kw, oh, ow))
+        return col2im_array(gcol, p.x_shape, (kh, kw), p.stride, p.pad, to_matrix=False)
+
+    def backward(self, ggx):
+        return _apply(AveragePooling(self.pooling.kernel_size, self.pooling.stride,
+                                     self.pooling.pad), ggx)
+
+
+def pooling(x, kernel_size, stride=1, pad=0):
+    """Max pooling of x (N, C, H, W) over windows of ``kernel_size``."""
+    return Pooling(kernel_size, stride, pad)(x)
+
+
+def average_pooling(x, kernel_size, stride=1, pad=0):
+    """Average pooling of x (N, C, H, W) over windows of ``kernel_size``."""
+    return AveragePooling(kernel_size, stride, pad)(x)
+
+
+def pooling_simple(x, kernel_size, stride=1, pad=0):
+    """Max pooling as the book first writes it: im2col, a max over each row,
+    a reshape; the column array is a node of the graph, alive until backward."""
+    from dezero_mini.functions import max as max_
+
+    x = as_variable(x)
+    n, c = x.shape[:2]
+    kh, kw = pair(kernel_size)
+    _, _, _, (oh, ow) = _geometry(x.shape, (kh, kw), stride, pad)
+    col = im2col(x, (kh, kw), stride, pad, to_matrix=True)  # (N*OH*OW, C*KH*KW)
+    y = max_(col.reshape(-1, kh * kw), axis=1)
+    return y.reshape(n, oh, ow, c).transpose(0, 3, 1, 2)

@@ -1,0 +1,145 @@
+"""Convolution and pooling (dezero_mini.functions_conv, also as F.conv2d ...):
+values against a plain loop, every Function's gradient checked numerically,
+and the layers Conv2d and Deconv2d."""
+import numpy as np
+import pytest
+
+import dezero_mini.functions as F
+import dezero_mini.layers as L
+from dezero_mini import Variable
+from dezero_mini import functions_conv as C
+from dezero_mini.utils import gradient_check
+
+rng = np.random.RandomState(0)
+X = rng.randn(2, 3, 5, 6)
+W = rng.randn(4, 3, 3, 2)
+B = rng.randn(4)
+GEOMETRIES = [(1, 0), (2, 1), (1, 2), ((2, 1), (0, 1))]  # (stride, pad)
+
+
+def loop_conv2d(x, w, b, stride, pad):
+    """Convolution by its definition, one output pixel at a time."""
+    (sh, sw), (ph, pw) = [(v, v) if isinstance(v, int) else v for v in (stride, pad)]
+    padded = np.pad(x, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+    kh, kw = w.shape[2:]
+    oh = (padded.shape[2] - kh) // sh + 1
+    ow = (padded.shape[3] - kw) // sw + 1
+    y = np.empty((len(x), len(w), oh, ow))
+    for i in range(oh):
+        for j in range(ow):
+            window = padded[:, :, i * sh:i * sh + kh, j * sw:j * sw + kw]
+            y[:, :, i, j] = np.tensordot(window, w, ((1, 2, 3), (1, 2, 3)))
+    return y + b.reshape(1, -1, 1, 1)
+
+
+@pytest.mark.parametrize("stride,pad", GEOMETRIES)
+def test_conv2d_matches_the_definition_and_its_simple_version(stride, pad):
+    y = F.conv2d(X, W, B, stride, pad)
+    np.testing.assert_allclose(y.data, loop_conv2d(X, W, B, stride, pad), rtol=1e-12)
+    np.testing.assert_allclose(F.conv2d_simple(X, W, B, stride, pad).data, y.data, rtol=1e-12)
+    np.testing.assert_allclose(F.conv2d(X, W, None, stride, pad).data,
+                               loop_conv2d(X, W, np.zeros(4), stride, pad), rtol=1e-12)
+
+
+@pytest.mark.parametrize("stride,pad", GEOMETRIES)
+def test_conv2d_gradients(stride, pad):
+    assert gradient_check(lambda x: F.conv2d(x, W, B, stride, pad), X)
+    assert gradient_check(lambda w: F.conv2d(X, w, B, stride, pad), W)
+    assert gradient_check(lambda b: F.conv2d(X, W, b, stride, pad), B)
+    assert gradient_check(lambda x: F.conv2d_simple(x, W, B, stride, pad), X)
+    assert gradient_check(lambda w: F.conv2d_simple(X, w, None, stride, pad), W)
+
+
+@pytest.mark.parametrize("stride,pad", [(1, 0), (2, 1)])
+def test_deconv2d_is_the_adjoint_of_conv2d_and_its_gradients(stride, pad):
+    y = F.conv2d(X, W, None, stride, pad).data
+    g = rng.randn(*y.shape)
+    # <conv(x), g> == <x, deconv(g)>: deconv2d is conv2d's transpose.
+    back = F.deconv2d(g, W, None, stride, pad, outsize=X.shape[2:]).data
+    assert np.isclose((y * g).sum(), (X * back).sum())
+    Wd = rng.randn(3, 2, 3, 3)
+    bd = rng.randn(2)
+    assert gradient_check(lambda x: F.deconv2d(x, Wd, bd, stride, pad), X)
+    assert gradient_check(lambda w: F.deconv2d(X, w, bd, stride, pad), Wd)
+    assert gradient_check(lambda b: F.deconv2d(X, Wd, b, stride, pad), bd)
+
+
+def test_conv2d_grad_w_has_its_own_gradient_for_double_backprop():
+    gy = rng.randn(*F.conv2d(X, W).shape)
+    grad_w = lambda x, gy=gy: C.Conv2dGradW((3, 2), 1, 0)(x, gy)  # noqa: E731
+    assert gradient_check(grad_w, X)
+    assert gradient_check(lambda g: C.Conv2dGradW((3, 2), 1, 0)(X, g), gy)
+    # create_graph: d/dW of (d/dx sum(conv(x, W)^2)) . v, against numbers.
+    v = rng.randn(*X.shape)
+
+    def inner(w):
+        x = Variable(X.copy())
+        loss = F.sum(F.conv2d(x, w) ** 2)
+        loss.backward(create_graph=True)
+        w.cleargrad()  # only the outer backward's gradient is checked
+        gx = x.grad
+        x.cleargrad()  # x -> x.grad -> its graph -> x would be a cycle, left for the collector
+        return F.sum(gx * v)
+
+    assert gradient_check(inner, W)
+
+
+@pytest.mark.parametrize("kernel,stride,pad", [(2, 2, 0), (3, 1, 1), ((2, 3), (1, 2), 0)])
+def test_pooling_values_and_gradients(kernel, stride, pad):
+    y = F.pooling(X, kernel, stride, pad)
+    np.testing.assert_allclose(F.pooling_simple(X, kernel, stride, pad).data, y.data)
+    kh, kw = (kernel, kernel) if isinstance(kernel, int) else kernel
+    sh = stride if isinstance(stride, int) else stride[0]
+    sw = stride if isinstance(stride, int) else stride[1]
+    padded = np.pad(X, ((0, 0), (0, 0), (pad, pad), (pad, pad)))
+    assert y.data[1, 2, 1, 0] == padded[1, 2, sh:sh + kh, 0:kw].max()
+    average = F.average_pooling(X, kernel, stride, pad)
+    assert np.isclose(average.data[0, 1, 0, 1], padded[0, 1, 0:kh, sw:sw + kw].mean())
+    assert gradient_check(lambda x: F.pooling(x, kernel, stride, pad), X)
+    assert gradient_check(lambda x: F.pooling_simple(x, kernel, stride, pad), X)
+    assert gradient_check(lambda x: F.average_pooling(x, kernel, stride, pad), X)
+
+
+def test_pooling_gradient_functions_have_gradients():
+    pool = C.Pooling(2, 2)
+    pool(Variable(X))
+    gy = rng.randn(2, 3, 2, 3)
+    assert gradient_check(lambda g: C.PoolingGrad(pool)(g), gy)
+    assert gradient_check(lambda x: C.PoolingWithIndexes(pool)(x), X)
+    average = C.AveragePooling(2, 2)
+    average(Variable(X))
+    assert gradient_check(lambda g: C.AveragePoolingGrad(average)(g), gy)
+    assert pool.indexes.dtype == np.int8  # one byte an output kept for backward
+
+
+def test_im2col_and_col2im_are_each_others_gradient():
+    col = F.im2col(X, 3, 2, 1)
+    assert col.shape == (2 * 3 * 3, 3 * 3 * 3)
+    assert F.im2col(X, 3, 2, 1, to_matrix=False).shape == (2, 3, 3, 3, 3, 3)
+    assert gradient_check(lambda x: F.im2col(x, 3, 2, 1), X)
+    assert gradient_check(lambda c: F.col2im(c, X.shape, 3, 2, 1), col.data)
+    # A pixel inside k windows comes back k times (here with ones).
+    ones = F.col2im(np.ones(F.im2col(X, 3, 1, 1).shape), X.shape, 3, 1, 1).data
+    assert ones[0, 0, 2, 2] == 9 and ones[0, 0, 0, 0] == 4
+
+
+def test_conv_errors_name_the_function_and_the_shapes():
+    with pytest.raises(ValueError, match=r"conv2d: needs x \(N, C, H, W\) and W .* got \(2, 3, 5, 6\) "
+                                         r"and \(4, 2, 3, 3\)"):
+        F.conv2d(X, np.ones((4, 2, 3, 3)))
+    with pytest.raises(ValueError, match=r"does not fit an image of \(5, 6\)"):
+        F.pooling(X, 7)
+
+
+def test_conv_layers_learn_their_input_size_and_train():
+    np.random.seed(0)
+    x = np.random.randn(4, 3, 8, 8).astype(np.float32)
+    conv, deconv = L.Conv2d(5, 3, pad=1), L.Deconv2d(3, 4, stride=2, pad=1)
+    h = conv(x)
+    assert h.shape == (4, 5, 8, 8) and h.dtype == np.float32 and conv.W.shape == (5, 3, 3, 3)
+    y = deconv(F.relu(h))
+    assert y.shape == (4, 3, 16, 16) and deconv.W.shape == (5, 3, 4, 4)
+    F.sum(y ** 2).backward()
+    assert all(p.grad is not None and p.grad.shape == p.shape
+               for p in (*conv.params(), *deconv.params()))
+    assert L.Conv2d(2, (3, 2), nobias=True, in_channels=3).W.shape == (2, 3, 3, 2)
