@@ -128,7 +128,7 @@ def test_a_failing_cell_is_named(tmp_path):
 # ------------------------------------------------------------- the book build
 
 
-def test_book_from_a_small_repository(tmp_path, monkeypatch):
+def test_book_from_a_small_repository(tmp_path, monkeypatch, capsys):
     pytest.importorskip("nbconvert")
     import build_book
 
@@ -144,6 +144,14 @@ def test_book_from_a_small_repository(tmp_path, monkeypatch):
         "# Test course\n\n![figure](notebooks/figures/saved.png)\n\n"
         "See [the first lesson](notebooks/01_first.ipynb).\n"
     )
+    (repo / "docs").mkdir()
+    (repo / "docs" / "sources.md").write_text(
+        "# Sources\n\nBack to [the first lesson](../notebooks/01_first.ipynb).\n"
+    )
+    # A chapter with no step file: no diff, and no warning about it.
+    _write_notebook(repo / "notebooks" / "00_measure.ipynb", [
+        new_markdown_cell("# How we measure\n\nSee [the sources](../docs/sources.md)."),
+    ])
     _write_notebook(repo / "notebooks" / "01_first.ipynb", [
         new_markdown_cell("Intro text.\n\n# Stage 01: first [test]"),
         new_code_cell(
@@ -165,14 +173,20 @@ def test_book_from_a_small_repository(tmp_path, monkeypatch):
     except build_book.BookError:
         run_mdbook = False  # only the test extra is installed: check the Markdown side
     index = build_book.build(repo, run_mdbook=run_mdbook)
+    assert "no steps/step00" not in capsys.readouterr().err
 
     src = repo / "build" / "book" / "src"
     assert (src / "SUMMARY.md").read_text().splitlines()[2:] == [
         "[Introduction](introduction.md)",
         "",
+        "- [How we measure](00_measure.md)",
         r"- [Stage 01: first \[test\]](01_first.md)",
         "- [Stage 02: second](02_second.md)",
+        "- [Sources](sources.md)",
     ]
+    measure = (src / "00_measure.md").read_text()
+    assert "What changed in the code" not in measure and "[the sources](sources.md)" in measure
+    assert "[the first lesson](01_first.md)" in (src / "sources.md").read_text()
     first = (src / "01_first.md").read_text()
     second = (src / "02_second.md").read_text()
     assert "## What changed in the code" in first and "x = 1" in first

@@ -10,8 +10,11 @@
    chapter, in ``NN_<name>_files/``.
 3. Appends "What changed in the code" to each chapter: the diff of
    ``steps/stepNN_*.py`` against the previous stage's step file (stage 01
-   shows its whole step file).
-4. Makes the introduction page from README.md and writes SUMMARY.md.
+   shows its whole step file). A chapter with no step file (00, "How we
+   measure") has no such section.
+4. Adds the chapters written in Markdown (``EXTRA_CHAPTERS``: the sources)
+   after the notebooks, makes the introduction page from README.md and
+   writes SUMMARY.md.
 5. Runs mdBook (``book.toml`` at the top of the repository) and prints where
    the site is.
 
@@ -44,6 +47,8 @@ from run_notebooks import (  # noqa: E402  (needs the line above)
 
 ROOT = Path(__file__).resolve().parents[1]
 INTRODUCTION = "introduction.md"
+# Chapters written in Markdown, after the lessons: (source in the repository, page in the book).
+EXTRA_CHAPTERS = (("docs/sources.md", "sources.md"),)
 
 # [text](target "title") and ![alt](target), and <img src="target">
 _MD_LINK = re.compile(r'(!?\[[^\]]*\]\()(<[^>]*>|[^)\s]+)((?:\s+"[^"]*")?\))')
@@ -59,16 +64,19 @@ class BookError(RuntimeError):
 # ---------------------------------------------------------------- the pieces
 
 
+def _markdown_title(text: str, fallback: str) -> str:
+    """The text of the first heading of a Markdown page (``fallback`` if none)."""
+    for line in text.splitlines():
+        match = _HEADING.match(line)
+        if match:
+            return match.group(1).strip()
+    return fallback
+
+
 def chapter_title(nb: nbformat.NotebookNode, fallback: str) -> str:
     """The text of the first Markdown heading of the notebook (``fallback`` if none)."""
-    for cell in nb.cells:
-        if cell.cell_type != "markdown":
-            continue
-        for line in cell.source.splitlines():
-            match = _HEADING.match(line)
-            if match:
-                return match.group(1).strip()
-    return fallback
+    markdown = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
+    return _markdown_title(markdown, fallback)
 
 
 def stage_number(path: Path) -> int:
@@ -217,6 +225,8 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
 
     chapters = {nb_path.resolve(): nb_path.stem + ".md" for nb_path in notebooks}
     chapters[(root / "README.md").resolve()] = INTRODUCTION
+    extras = [(root / source, page) for source, page in EXTRA_CHAPTERS if (root / source).is_file()]
+    chapters.update({source.resolve(): page for source, page in extras})
     links = LinkMapper(root, src, chapters)
     summary = ["# Summary", "", f"[Introduction]({INTRODUCTION})", ""]
 
@@ -237,7 +247,7 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
         stem = nb_path.stem
         body = notebook_to_markdown(nb, stem, src)
         changes = code_changes(root, stage_number(nb_path))
-        if not changes:
+        if not changes and stage_number(nb_path) > 0:  # 00 is about measuring: no step file
             print(f"warning: no steps/step{stage_number(nb_path):02d}_*.py, so {stem} has no "
                   "'What changed in the code'", file=sys.stderr)
         body = body.rstrip() + "\n" + changes
@@ -245,6 +255,11 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
         summary.append(f"- [{_summary_title(chapter_title(nb, stem))}]({stem}.md)")
     if notebooks:
         print(f"{total:6.1f} s  for all {len(notebooks)} notebooks")
+    for source, page in extras:
+        text = source.read_text(encoding="utf-8")
+        (src / page).write_text(links.rewrite(text, source.parent, source.relative_to(root).as_posix()),
+                                encoding="utf-8")
+        summary.append(f"- [{_summary_title(_markdown_title(text, page))}]({page})")
 
     # After the notebooks ran: figures they save (and README shows) now exist.
     readme = root / "README.md"
