@@ -244,6 +244,9 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
         for cell in nb.cells:
             if cell.cell_type == "markdown":
                 cell.source = links.rewrite(cell.source, nb_path.parent, where)
+            for output in cell.get("outputs", []):  # Markdown that a cell renders from its figures
+                if "text/markdown" in output.get("data", {}):
+                    output.data["text/markdown"] = links.rewrite(output.data["text/markdown"], nb_path.parent, where)
         stem = nb_path.stem
         body = notebook_to_markdown(nb, stem, src)
         changes = code_changes(root, stage_number(nb_path))
