@@ -68,11 +68,23 @@ def test_notebook_is_stored_clean(path):
     )
 
 
+# Executed notebooks, by file name: the checks of their figures below reuse the
+# run of test_notebook_runs instead of executing each notebook a second time.
+_EXECUTED = {}
+
+
+def _executed(path):
+    if path.name not in _EXECUTED:
+        _EXECUTED[path.name] = run_notebooks.execute_notebook(path)
+    return _EXECUTED[path.name]
+
+
 @pytest.mark.parametrize("path", NOTEBOOK_PARAMS)
 def test_notebook_runs(path, capsys):
     start = time.perf_counter()
     nb = run_notebooks.execute_notebook(path)  # raises NotebookError naming the cell
     seconds = time.perf_counter() - start
+    _EXECUTED[path.name] = nb
     with capsys.disabled():
         print(f"\n    {path.name} ran in {seconds:.1f} s ", end="")
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
@@ -80,6 +92,66 @@ def test_notebook_runs(path, capsys):
     assert seconds < WALL_TIME_LIMIT, (
         f"{path.name} took {seconds:.0f} s; a notebook should run in under a minute"
     )
+
+
+# ------------------------------------- figures that the prose states, checked
+
+# Most figures of the lessons are rendered by the cell that measures them. The
+# few that stay in the prose (summaries, a sentence about a printed figure) are
+# listed here: the words as the lesson states them, the figure as the executed
+# notebook prints it (a regular expression with one group), and the range that
+# the words allow. Edit a sentence and this table together.
+PROSE_FIGURES = [
+    ("00_how_we_measure.ipynb", "`del big` removed our name, but IPython's output cache still held the object",
+     r"after del big, the object is alive: (True|False)", "True"),
+    ("00_how_we_measure.ipynb", "`disable_output_cache()` empties the cache",
+     r"after disable_output_cache\(\), the object is alive: (True|False)", "False"),
+    ("04_retain_grad.ipynb", "the backward peak of a batch falls by about a fifth",
+     r"lowers the backward peak by (\d+)%", (15, 25)),
+    ("04_retain_grad.ipynb", "the memory held when backward returns by about 40 %",
+     r"what backward leaves behind by (\d+)%", (35, 47)),
+    ("05_no_grad.ipynb", "a peak of about 25 activations with the graph",
+     r"with the graph: peak [\d.]+ MiB = ([\d.]+) activations", (24, 26)),
+    ("05_no_grad.ipynb", "3 under `no_grad()`",
+     r"under no_grad\(\): peak [\d.]+ MiB = ([\d.]+) activations", (2.5, 3.5)),
+    ("05_no_grad.ipynb", "seven objects, and each of the two intermediate arrays",
+     r"watch\(y\) finds (\d+) objects", (7, 7)),
+]
+
+
+def _prose(nb):
+    """The Markdown cells, with every run of white space made one space."""
+    return " ".join(" ".join(c.source.split()) for c in nb.cells if c.cell_type == "markdown")
+
+
+def _printed(nb):
+    """Everything the code cells printed or displayed as text."""
+    parts = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            if output.output_type == "stream":
+                parts.append(output.text)
+            for mime in ("text/plain", "text/markdown"):
+                if mime in output.get("data", {}):
+                    parts.append(output.data[mime])
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("name, words, pattern, allowed", PROSE_FIGURES,
+                         ids=[f"{n[:2]}-{w[:30]}" for n, w, _, _ in PROSE_FIGURES])
+def test_prose_figure_agrees_with_the_run(name, words, pattern, allowed):
+    path = ROOT / "notebooks" / name
+    stored = nbformat.read(path, as_version=4)
+    assert words in _prose(stored), f"{name} no longer says {words!r}: update PROSE_FIGURES with it"
+    found = re.findall(pattern, _printed(_executed(path)))
+    assert len(found) == 1, f"{name} printed {len(found)} matches of {pattern!r}, expected one"
+    if isinstance(allowed, str):
+        assert found[0] == allowed, f"{name} says {words!r}, but the run printed {found[0]}"
+    else:
+        low, high = allowed
+        assert low <= float(found[0]) <= high, (
+            f"{name} says {words!r}, but the run printed {found[0]} (allowed {low} to {high})"
+        )
 
 
 # ------------------------------------------- the tools that run the notebooks
