@@ -234,9 +234,15 @@ def test_book_from_a_small_repository(tmp_path, monkeypatch, capsys):
     ])
     svg = ('<svg xmlns="http://www.w3.org/2000/svg" width="20" height="20">'
            '<circle cx="10" cy="10" r="8"/></svg>')
+    rendered = new_code_cell(
+        "from IPython.display import Markdown, display\n"
+        "display(Markdown(f'Measured {2 + 2} units; see [stage 01](01_first.ipynb).'))"
+    )
+    rendered.metadata["tags"] = ["remove-input"]
     _write_notebook(repo / "notebooks" / "02_second.ipynb", [
         new_markdown_cell("# Stage 02: second\n\nBack to [stage 01](01_first.ipynb)."),
         new_code_cell(f"from IPython.display import SVG\nSVG({svg!r})"),
+        rendered,
     ])
 
     run_mdbook = True
@@ -265,6 +271,9 @@ def test_book_from_a_small_repository(tmp_path, monkeypatch, capsys):
     assert "```diff\n--- steps/step01_first.py\n+++ steps/step02_second.py" in second
     assert "\n-x = 1\n" in second and "\n+x = 2\n" in second
     assert "[stage 01](01_first.md)" in second
+    # A paragraph rendered from a figure: its output only, with its link rewritten.
+    assert "Measured 4 units; see [stage 01](01_first.md)." in second
+    assert "display(Markdown" not in second
     pngs = list((src / "01_first_files").glob("*.png"))
     svgs = list((src / "02_second_files").glob("*.svg"))
     assert len(pngs) == 1 and len(svgs) == 1

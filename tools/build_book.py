@@ -7,7 +7,8 @@
    first one that fails.
 2. Converts each executed notebook to Markdown with nbconvert. Images that the
    cells display (PNG plots, SVG reference graphs) become files next to the
-   chapter, in ``NN_<name>_files/``.
+   chapter, in ``NN_<name>_files/``. A code cell tagged ``remove-input`` shows
+   only its output (a paragraph written from the run's figures).
 3. Appends "What changed in the code" to each chapter: the diff of
    ``steps/stepNN_*.py`` against the previous stage's step file (stage 01
    shows its whole step file). A chapter with no step file (00, "How we
@@ -36,6 +37,7 @@ from pathlib import Path
 
 import nbformat
 from nbconvert import MarkdownExporter
+from traitlets.config import Config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_notebooks import (  # noqa: E402  (needs the line above)
@@ -47,6 +49,7 @@ from run_notebooks import (  # noqa: E402  (needs the line above)
 
 ROOT = Path(__file__).resolve().parents[1]
 INTRODUCTION = "introduction.md"
+REMOVE_INPUT_TAG = "remove-input"
 # Chapters written in Markdown, after the lessons: (source in the repository, page in the book).
 EXTRA_CHAPTERS = (("docs/sources.md", "sources.md"),)
 
@@ -184,7 +187,12 @@ class LinkMapper:
 
 def notebook_to_markdown(nb: nbformat.NotebookNode, stem: str, src: Path) -> str:
     """Markdown for an executed notebook; its images are written under ``src/<stem>_files/``."""
-    exporter = MarkdownExporter()
+    # A cell tagged "remove-input" (Jupyter Book's name) shows only its output in
+    # the book: the lessons' cells that write a paragraph from the measured figures.
+    config = Config()
+    config.TagRemovePreprocessor.enabled = True
+    config.TagRemovePreprocessor.remove_input_tags = {REMOVE_INPUT_TAG}
+    exporter = MarkdownExporter(config=config)
     body, resources = exporter.from_notebook_node(
         nb, resources={"unique_key": stem, "output_files_dir": f"{stem}_files"}
     )
