@@ -14,11 +14,12 @@ STAMP  := $(VENV)/.installed-from-pyproject
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv dot book test notebooks clean distclean
+.PHONY: help venv dot book test test-pythons notebooks clean distclean
 
 help:
 	@echo "make book        set up .venv, execute the notebooks, build the book (build/book/html)"
 	@echo "make test        set up .venv, run the tests, notebooks included (PYTEST_ARGS=... to pass options)"
+	@echo "make test-pythons  run the notebook and contract tests on every supported Python found (.venvs/)"
 	@echo "make notebooks   execute every notebook and report how long each took"
 	@echo "make venv        only create/update the virtual environment .venv"
 	@echo "make dot         only check for Graphviz's 'dot' (installing it where possible)"
@@ -88,6 +89,11 @@ book: dot $(STAMP)
 
 test: dot $(STAMP)
 	$(VPY) -m pytest $(PYTEST_ARGS)
+
+# Every Python from pyproject's requires-python up to the newest on PATH or in
+# pyenv, each in its own .venvs/py3.X; prints a table. CPU-heavy: minutes per Python.
+test-pythons: dot
+	"$(PYTHON)" tools/test_pythons.py $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
 
 notebooks: dot $(STAMP)
 	$(VPY) tools/run_notebooks.py

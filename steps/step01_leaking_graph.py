@@ -1,7 +1,8 @@
 """Stage 01: a working autograd framework that leaks memory twice.
 
-1. A global graph registry (like the ``TcGraph`` of seed 000) records every
-   Variable and every Function ever made and never forgets them.
+1. A global graph registry (like the ``TcGraph`` of the nnengine-pro
+   framework, whose memory leak a write-up traced) records every Variable
+   and every Function ever made and never forgets them.
 2. A Variable holds its ``creator`` Function and the Function holds its
    ``outputs``: each pair is a reference cycle, which reference counting
    alone can never free.

@@ -1,10 +1,11 @@
 """Stage 02: the registry is gone; the reference cycles remain.
 
 The global registry of stage 01 served a graph compiler that this framework
-does not have, so it is deleted (the first fix of seed 000). What is left is
-the cycle between a Variable and its ``creator``: the Function holds its
-``outputs`` strongly. Reference counting cannot free a cycle; only CPython's
-cyclic garbage collector can, and only when it runs.
+does not have, so it is deleted (the first fix in the write-up of
+nnengine-pro's memory leak). What is left is the cycle between a Variable and
+its ``creator``: the Function holds its ``outputs`` strongly. Reference
+counting cannot free a cycle; CPython's cyclic garbage collector can, when it
+runs, and so can code that breaks the cycle.
 
 Run ``python steps/step02_cycles.py`` to see memory grow with the collector
 off, and fall when ``gc.collect()`` runs.

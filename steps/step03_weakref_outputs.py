@@ -1,9 +1,10 @@
 """Stage 03: a Function holds its outputs through weak references.
 
 A weak reference (``weakref.ref``) reaches an object without counting as a
-reference to it. With ``Function.outputs`` weak, the only strong path is
-Variable -> creator -> inputs -> ..., a tree with no cycle, so reference
-counting frees a whole graph the moment the user lets go of its output. The
+reference to it. With ``Function.outputs`` weak, the strong references all
+point from a result back to its inputs (Variable -> creator -> inputs -> ...):
+a directed acyclic graph, so reference counting frees a whole graph the moment
+the user lets go of its output. The
 cyclic collector has nothing left to do.
 
 Run ``python steps/step03_weakref_outputs.py``: memory stays flat with the

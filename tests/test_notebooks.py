@@ -68,11 +68,23 @@ def test_notebook_is_stored_clean(path):
     )
 
 
+# Executed notebooks, by file name: the checks of their figures below reuse the
+# run of test_notebook_runs instead of executing each notebook a second time.
+_EXECUTED = {}
+
+
+def _executed(path):
+    if path.name not in _EXECUTED:
+        _EXECUTED[path.name] = run_notebooks.execute_notebook(path)
+    return _EXECUTED[path.name]
+
+
 @pytest.mark.parametrize("path", NOTEBOOK_PARAMS)
 def test_notebook_runs(path, capsys):
     start = time.perf_counter()
     nb = run_notebooks.execute_notebook(path)  # raises NotebookError naming the cell
     seconds = time.perf_counter() - start
+    _EXECUTED[path.name] = nb
     with capsys.disabled():
         print(f"\n    {path.name} ran in {seconds:.1f} s ", end="")
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
@@ -80,6 +92,66 @@ def test_notebook_runs(path, capsys):
     assert seconds < WALL_TIME_LIMIT, (
         f"{path.name} took {seconds:.0f} s; a notebook should run in under a minute"
     )
+
+
+# ------------------------------------- figures that the prose states, checked
+
+# Most figures of the lessons are rendered by the cell that measures them. The
+# few that stay in the prose (summaries, a sentence about a printed figure) are
+# listed here: the words as the lesson states them, the figure as the executed
+# notebook prints it (a regular expression with one group), and the range that
+# the words allow. Edit a sentence and this table together.
+PROSE_FIGURES = [
+    ("00_how_we_measure.ipynb", "`del big` removed our name, but IPython's output cache still held the object",
+     r"after del big, the object is alive: (True|False)", "True"),
+    ("00_how_we_measure.ipynb", "`disable_output_cache()` empties the cache",
+     r"after disable_output_cache\(\), the object is alive: (True|False)", "False"),
+    ("04_retain_grad.ipynb", "the backward peak of a batch falls by about a fifth",
+     r"lowers the backward peak by (\d+)%", (15, 25)),
+    ("04_retain_grad.ipynb", "the memory held when backward returns by about 40 %",
+     r"what backward leaves behind by (\d+)%", (35, 47)),
+    ("05_no_grad.ipynb", "a peak of about 25 activations with the graph",
+     r"with the graph: peak [\d.]+ MiB = ([\d.]+) activations", (24, 26)),
+    ("05_no_grad.ipynb", "3 under `no_grad()`",
+     r"under no_grad\(\): peak [\d.]+ MiB = ([\d.]+) activations", (2.5, 3.5)),
+    ("05_no_grad.ipynb", "seven objects, and each of the two intermediate arrays",
+     r"watch\(y\) finds (\d+) objects", (7, 7)),
+]
+
+
+def _prose(nb):
+    """The Markdown cells, with every run of white space made one space."""
+    return " ".join(" ".join(c.source.split()) for c in nb.cells if c.cell_type == "markdown")
+
+
+def _printed(nb):
+    """Everything the code cells printed or displayed as text."""
+    parts = []
+    for cell in nb.cells:
+        for output in cell.get("outputs", []):
+            if output.output_type == "stream":
+                parts.append(output.text)
+            for mime in ("text/plain", "text/markdown"):
+                if mime in output.get("data", {}):
+                    parts.append(output.data[mime])
+    return "\n".join(parts)
+
+
+@pytest.mark.parametrize("name, words, pattern, allowed", PROSE_FIGURES,
+                         ids=[f"{n[:2]}-{w[:30]}" for n, w, _, _ in PROSE_FIGURES])
+def test_prose_figure_agrees_with_the_run(name, words, pattern, allowed):
+    path = ROOT / "notebooks" / name
+    stored = nbformat.read(path, as_version=4)
+    assert words in _prose(stored), f"{name} no longer says {words!r}: update PROSE_FIGURES with it"
+    found = re.findall(pattern, _printed(_executed(path)))
+    assert len(found) == 1, f"{name} printed {len(found)} matches of {pattern!r}, expected one"
+    if isinstance(allowed, str):
+        assert found[0] == allowed, f"{name} says {words!r}, but the run printed {found[0]}"
+    else:
+        low, high = allowed
+        assert low <= float(found[0]) <= high, (
+            f"{name} says {words!r}, but the run printed {found[0]} (allowed {low} to {high})"
+        )
 
 
 # ------------------------------------------- the tools that run the notebooks
@@ -128,7 +200,7 @@ def test_a_failing_cell_is_named(tmp_path):
 # ------------------------------------------------------------- the book build
 
 
-def test_book_from_a_small_repository(tmp_path, monkeypatch):
+def test_book_from_a_small_repository(tmp_path, monkeypatch, capsys):
     pytest.importorskip("nbconvert")
     import build_book
 
@@ -144,6 +216,14 @@ def test_book_from_a_small_repository(tmp_path, monkeypatch):
         "# Test course\n\n![figure](notebooks/figures/saved.png)\n\n"
         "See [the first lesson](notebooks/01_first.ipynb).\n"
     )
+    (repo / "docs").mkdir()
+    (repo / "docs" / "sources.md").write_text(
+        "# Sources\n\nBack to [the first lesson](../notebooks/01_first.ipynb).\n"
+    )
+    # A chapter with no step file: no diff, and no warning about it.
+    _write_notebook(repo / "notebooks" / "00_measure.ipynb", [
+        new_markdown_cell("# How we measure\n\nSee [the sources](../docs/sources.md)."),
+    ])
     _write_notebook(repo / "notebooks" / "01_first.ipynb", [
         new_markdown_cell("Intro text.\n\n# Stage 01: first [test]"),
         new_code_cell(
@@ -154,9 +234,15 @@ def test_book_from_a_small_repository(tmp_path, monkeypatch):
     ])
     svg = ('<svg xmlns="http://www.w3.org/2000/svg" width="20" height="20">'
            '<circle cx="10" cy="10" r="8"/></svg>')
+    rendered = new_code_cell(
+        "from IPython.display import Markdown, display\n"
+        "display(Markdown(f'Measured {2 + 2} units; see [stage 01](01_first.ipynb).'))"
+    )
+    rendered.metadata["tags"] = ["remove-input"]
     _write_notebook(repo / "notebooks" / "02_second.ipynb", [
         new_markdown_cell("# Stage 02: second\n\nBack to [stage 01](01_first.ipynb)."),
         new_code_cell(f"from IPython.display import SVG\nSVG({svg!r})"),
+        rendered,
     ])
 
     run_mdbook = True
@@ -165,20 +251,29 @@ def test_book_from_a_small_repository(tmp_path, monkeypatch):
     except build_book.BookError:
         run_mdbook = False  # only the test extra is installed: check the Markdown side
     index = build_book.build(repo, run_mdbook=run_mdbook)
+    assert "no steps/step00" not in capsys.readouterr().err
 
     src = repo / "build" / "book" / "src"
     assert (src / "SUMMARY.md").read_text().splitlines()[2:] == [
         "[Introduction](introduction.md)",
         "",
+        "- [How we measure](00_measure.md)",
         r"- [Stage 01: first \[test\]](01_first.md)",
         "- [Stage 02: second](02_second.md)",
+        "- [Sources](sources.md)",
     ]
+    measure = (src / "00_measure.md").read_text()
+    assert "What changed in the code" not in measure and "[the sources](sources.md)" in measure
+    assert "[the first lesson](01_first.md)" in (src / "sources.md").read_text()
     first = (src / "01_first.md").read_text()
     second = (src / "02_second.md").read_text()
     assert "## What changed in the code" in first and "x = 1" in first
     assert "```diff\n--- steps/step01_first.py\n+++ steps/step02_second.py" in second
     assert "\n-x = 1\n" in second and "\n+x = 2\n" in second
     assert "[stage 01](01_first.md)" in second
+    # A paragraph rendered from a figure: its output only, with its link rewritten.
+    assert "Measured 4 units; see [stage 01](01_first.md)." in second
+    assert "display(Markdown" not in second
     pngs = list((src / "01_first_files").glob("*.png"))
     svgs = list((src / "02_second_files").glob("*.svg"))
     assert len(pngs) == 1 and len(svgs) == 1

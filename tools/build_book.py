@@ -7,11 +7,15 @@
    first one that fails.
 2. Converts each executed notebook to Markdown with nbconvert. Images that the
    cells display (PNG plots, SVG reference graphs) become files next to the
-   chapter, in ``NN_<name>_files/``.
+   chapter, in ``NN_<name>_files/``. A code cell tagged ``remove-input`` shows
+   only its output (a paragraph written from the run's figures).
 3. Appends "What changed in the code" to each chapter: the diff of
    ``steps/stepNN_*.py`` against the previous stage's step file (stage 01
-   shows its whole step file).
-4. Makes the introduction page from README.md and writes SUMMARY.md.
+   shows its whole step file). A chapter with no step file (00, "How we
+   measure") has no such section.
+4. Adds the chapters written in Markdown (``EXTRA_CHAPTERS``: the sources)
+   after the notebooks, makes the introduction page from README.md and
+   writes SUMMARY.md.
 5. Runs mdBook (``book.toml`` at the top of the repository) and prints where
    the site is.
 
@@ -33,6 +37,7 @@ from pathlib import Path
 
 import nbformat
 from nbconvert import MarkdownExporter
+from traitlets.config import Config
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from run_notebooks import (  # noqa: E402  (needs the line above)
@@ -44,6 +49,9 @@ from run_notebooks import (  # noqa: E402  (needs the line above)
 
 ROOT = Path(__file__).resolve().parents[1]
 INTRODUCTION = "introduction.md"
+REMOVE_INPUT_TAG = "remove-input"
+# Chapters written in Markdown, after the lessons: (source in the repository, page in the book).
+EXTRA_CHAPTERS = (("docs/sources.md", "sources.md"),)
 
 # [text](target "title") and ![alt](target), and <img src="target">
 _MD_LINK = re.compile(r'(!?\[[^\]]*\]\()(<[^>]*>|[^)\s]+)((?:\s+"[^"]*")?\))')
@@ -59,16 +67,19 @@ class BookError(RuntimeError):
 # ---------------------------------------------------------------- the pieces
 
 
+def _markdown_title(text: str, fallback: str) -> str:
+    """The text of the first heading of a Markdown page (``fallback`` if none)."""
+    for line in text.splitlines():
+        match = _HEADING.match(line)
+        if match:
+            return match.group(1).strip()
+    return fallback
+
+
 def chapter_title(nb: nbformat.NotebookNode, fallback: str) -> str:
     """The text of the first Markdown heading of the notebook (``fallback`` if none)."""
-    for cell in nb.cells:
-        if cell.cell_type != "markdown":
-            continue
-        for line in cell.source.splitlines():
-            match = _HEADING.match(line)
-            if match:
-                return match.group(1).strip()
-    return fallback
+    markdown = "\n".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
+    return _markdown_title(markdown, fallback)
 
 
 def stage_number(path: Path) -> int:
@@ -176,7 +187,12 @@ class LinkMapper:
 
 def notebook_to_markdown(nb: nbformat.NotebookNode, stem: str, src: Path) -> str:
     """Markdown for an executed notebook; its images are written under ``src/<stem>_files/``."""
-    exporter = MarkdownExporter()
+    # A cell tagged "remove-input" (Jupyter Book's name) shows only its output in
+    # the book: the lessons' cells that write a paragraph from the measured figures.
+    config = Config()
+    config.TagRemovePreprocessor.enabled = True
+    config.TagRemovePreprocessor.remove_input_tags = {REMOVE_INPUT_TAG}
+    exporter = MarkdownExporter(config=config)
     body, resources = exporter.from_notebook_node(
         nb, resources={"unique_key": stem, "output_files_dir": f"{stem}_files"}
     )
@@ -217,6 +233,8 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
 
     chapters = {nb_path.resolve(): nb_path.stem + ".md" for nb_path in notebooks}
     chapters[(root / "README.md").resolve()] = INTRODUCTION
+    extras = [(root / source, page) for source, page in EXTRA_CHAPTERS if (root / source).is_file()]
+    chapters.update({source.resolve(): page for source, page in extras})
     links = LinkMapper(root, src, chapters)
     summary = ["# Summary", "", f"[Introduction]({INTRODUCTION})", ""]
 
@@ -234,10 +252,13 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
         for cell in nb.cells:
             if cell.cell_type == "markdown":
                 cell.source = links.rewrite(cell.source, nb_path.parent, where)
+            for output in cell.get("outputs", []):  # Markdown that a cell renders from its figures
+                if "text/markdown" in output.get("data", {}):
+                    output.data["text/markdown"] = links.rewrite(output.data["text/markdown"], nb_path.parent, where)
         stem = nb_path.stem
         body = notebook_to_markdown(nb, stem, src)
         changes = code_changes(root, stage_number(nb_path))
-        if not changes:
+        if not changes and stage_number(nb_path) > 0:  # 00 is about measuring: no step file
             print(f"warning: no steps/step{stage_number(nb_path):02d}_*.py, so {stem} has no "
                   "'What changed in the code'", file=sys.stderr)
         body = body.rstrip() + "\n" + changes
@@ -245,6 +266,11 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
         summary.append(f"- [{_summary_title(chapter_title(nb, stem))}]({stem}.md)")
     if notebooks:
         print(f"{total:6.1f} s  for all {len(notebooks)} notebooks")
+    for source, page in extras:
+        text = source.read_text(encoding="utf-8")
+        (src / page).write_text(links.rewrite(text, source.parent, source.relative_to(root).as_posix()),
+                                encoding="utf-8")
+        summary.append(f"- [{_summary_title(_markdown_title(text, page))}]({page})")
 
     # After the notebooks ran: figures they save (and README shows) now exist.
     readme = root / "README.md"

@@ -37,6 +37,13 @@ def disable_output_cache():
     hook = shell.displayhook
     if getattr(hook, "do_full_cache", False):
         hook.flush()  # empties Out and the _n names, resets _ __ ___, collects
+        # flush() leaves _, __ and ___ alone when builtins has a "_" of its own
+        # (as in a Jupyter kernel), and IPython keeps a second copy of them in
+        # user_ns_hidden: reset both.
+        for namespace in (shell.user_ns, getattr(shell, "user_ns_hidden", {})):
+            for name in ("_", "__", "___"):
+                if name in namespace:
+                    namespace[name] = ""
     hook.cache_size = 0
     hook.do_full_cache = 0
     if shell.last_execution_result is not None:

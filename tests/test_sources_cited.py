@@ -1,0 +1,103 @@
+"""The course cites its sources by what they are, and every lesson points to them.
+
+The write-ups the course grew from are kept outside the repository and
+numbered there ("seed 000" ...). A learner has neither the folder nor the
+numbers, so no file that a learner reads may use them: the notebooks, the step
+files, the package (docstrings, messages, command-line help), the README, the
+book's own pages and the tools that generate the book.
+"""
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCES = ROOT / "docs" / "sources.md"
+
+LEARNER_FACING = sorted(
+    {
+        ROOT / "README.md",
+        ROOT / "book.toml",
+        *ROOT.glob("notebooks/*.ipynb"),
+        *ROOT.glob("steps/*.py"),
+        *ROOT.glob("dezero_mini/**/*.py"),
+        *ROOT.glob("docs/**/*.md"),
+        *ROOT.glob("tools/*.py"),
+    }
+)
+# "seed 000" in any case and spacing, and the folder that holds the write-ups.
+INTERNAL_NAME = re.compile(r"seed\s+0|shared/seeds", re.IGNORECASE)
+
+LESSONS = sorted(p for p in ROOT.glob("notebooks/[0-9][0-9]_*.ipynb") if not p.name.startswith("00_"))
+
+
+def _text(path):
+    if path.suffix == ".ipynb":
+        nb = nbformat.read(path, as_version=4)
+        return "\n".join(cell.source for cell in nb.cells)
+    return path.read_text(encoding="utf-8")
+
+
+def test_the_scan_covers_the_learner_facing_files():
+    names = {p.relative_to(ROOT).as_posix() for p in LEARNER_FACING}
+    assert {"README.md", "steps/step01_leaking_graph.py", "dezero_mini/cli.py",
+            "tools/build_book.py", "docs/sources.md"} <= names
+    assert any(n.startswith("notebooks/01_") for n in names)
+
+
+@pytest.mark.parametrize("path", LEARNER_FACING, ids=lambda p: p.relative_to(ROOT).as_posix())
+def test_no_internal_name_for_a_source(path):
+    hits = [
+        f"line {text.count(chr(10), 0, m.start()) + 1}: {m.group(0)!r}"
+        for text in [_text(path)]
+        for m in INTERNAL_NAME.finditer(text)
+    ]
+    assert not hits, (
+        f"{path.relative_to(ROOT)} names a source by its internal number ({'; '.join(hits)}); "
+        "cite it by what it is, as docs/sources.md does"
+    )
+
+
+def test_the_pattern_finds_what_it_must():
+    for text in ("Seed 000's first fix", "seed 003", "SEED  004", "../shared/seeds/000.txt"):
+        assert INTERNAL_NAME.search(text), text
+    for text in ("seeded numpy code", "seeds 0-19", "seed=0", "Workload(seed=1)"):
+        assert not INTERNAL_NAME.search(text), text
+
+
+def test_the_sources_chapter_cites_every_source():
+    text = " ".join(SOURCES.read_text(encoding="utf-8").split())
+    for must in [
+        "nnengine-pro",                       # the five write-ups
+        "2021-06-19",
+        "OP Should Not Have Unused Input",
+        "2022-05-20",
+        "2017-08-17",
+        "Deep Learning from Scratch 3",       # the book and DeZero
+        "github.com/oreilly-japan/deep-learning-from-scratch-3",
+        "arxiv.org/abs/1512.01274",           # MXNet
+        "arxiv.org/abs/1604.06174",           # sublinear memory
+        "pytorch.org/docs/stable/notes/faq",  # accumulating losses
+        "docs.python.org/3/library/gc",
+        "docs.python.org/3/library/weakref",
+        "docs.python.org/3/library/tracemalloc",
+    ]:
+        assert must in text, f"docs/sources.md does not cite {must!r}"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=lambda p: p.name)
+def test_each_lesson_ends_with_further_reading(path):
+    nb = nbformat.read(path, as_version=4)
+    last = [c.source for c in nb.cells if c.cell_type == "markdown"][-1]
+    assert "## Further reading" in last, f"{path.name}: end with a '## Further reading' section"
+    reading = last.split("## Further reading", 1)[1]
+    items = [line for line in reading.splitlines() if line.startswith("* ")]
+    assert 2 <= len(items) <= 4, f"{path.name}: two or three references under Further reading"
+    assert "](../docs/sources.md)" in reading, f"{path.name}: link Further reading to the sources chapter"
+
+
+def test_readme_has_a_sources_section():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert re.search(r"^## Sources", readme, re.MULTILINE)
+    assert "](docs/sources.md)" in readme
