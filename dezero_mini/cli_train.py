@@ -190,7 +190,7 @@ def train(task, train_set, test_set=None, *, epochs=None, batch_size=None, hidde
     sizes = "-".join(str(n) for n in (*hidden, task.outputs))
     print(f"training an MLP {sizes} ({activation}) on {task.name}: {len(train_set)} samples, "
           f"{loader.max_iter} batches of up to {batch_size} per epoch; {optimizer}, lr {lr}, "
-          f"seed {seed}", file=stream)
+          f"random seed {seed}", file=stream)
     print("memory: live = framework Variables+Functions alive; "
           "traced = bytes held by Python and NumPy (tracemalloc)", file=stream)
     progress = ProgressLine(stream)
