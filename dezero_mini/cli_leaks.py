@@ -139,11 +139,16 @@ class _Watch:
         loop = self.loops[number]
         loop.rounds += 1
         self.rounds += 1
-        if loop.rounds > 1:
-            tracker = self.tracker
-            loop.add(tracker.serial, len(tracker.live))
-            if loop.streak >= self.consecutive:
-                self._check(loop)
+        if loop.rounds < 2:
+            return
+        tracker = self.tracker
+        if loop.marks and loop.marks[-1] == tracker.serial:
+            # The iteration made no framework object, so it cannot have
+            # grown them: no mark (a loop over a million numbers keeps none).
+            return
+        loop.add(tracker.serial, len(tracker.live))
+        if loop.streak >= self.consecutive:
+            self._check(loop)
 
     def on_backward(self, tracker):
         """A backward() returned: an iteration of a loop the script does not

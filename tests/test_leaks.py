@@ -634,6 +634,17 @@ def test_leaks_falls_back_to_backward_where_the_loop_is_in_another_module(capsys
     assert "(history: a local variable of train() at my_trainer.py:" in out
 
 
+def test_a_loop_that_makes_no_framework_object_is_not_compared(capsys, tmp_path):
+    path = script(tmp_path, """
+    total = 0
+    for i in range(100_000):
+        total += i
+    """)
+    code, out, err = run_cli(capsys, path)
+    assert code == 0, out + err
+    assert "its loops went round at most 100000 times, and it never called backward()" in out
+
+
 def test_only_loop_statements_are_marked_not_comprehensions():
     from dezero_mini.cli_leaks import compile_with_loop_marks
 
