@@ -607,6 +607,9 @@ def test_leaks_judges_each_nested_loop_on_its_own(capsys, tmp_path):
     code, out, err = run_cli(capsys, path)
     assert code == 1, out + err
     assert "after iteration 6 of the loop at train.py:13" in out  # the batch loop
+    # At the end, nothing of it is left: the epoch's backward let it go.
+    assert "no leak: nothing made during" in out
+    assert "but the growth reported above was real: 1 report during the run" in out
     assert "held by total_loss.creator.inputs[" in out
 
 
