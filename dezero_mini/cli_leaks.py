@@ -5,37 +5,56 @@
 Variable and Function of every framework it uses (``dezero_mini`` or a stage
 module of the course, imported by the script in any way).
 
-**How the iterations of the script's loop are found.** The script does not
-cooperate, so the command needs a moment that comes once per iteration of a
-training loop, and only then. It uses the calls of ``backward()``: every
-training loop makes exactly one per batch, in every stage of the course (the
-stage modules have no optimizer, so ``Optimizer.update`` would miss them),
-and at that moment a clean loop always holds the same thing, the parameters
-and the graph just built (the previous batch's graph went when the loop's
-names were rebound), so the live counts of a clean loop are equal from one
-call to the next, and those of a leaking loop grow. The hook is one wrapper
-around ``Variable.backward`` (one Python call per batch) and one around the
-constructors, which give every object a birth number for about a
-microsecond each (:mod:`dezero_mini.memory.tracking`). What was not chosen:
-``sys.settrace``/``sys.setprofile`` on the lines of the outermost loop (a
-Python call for every line or call of the whole program, several times
-slower, and "the outermost loop" is not always the training loop); sampling
-the heap on a timer (a count taken in the middle of a batch is not
-comparable with the next); the optimizer update (dezero_mini only). The
-limit: a loop that never calls ``backward()`` (a bare ``val += x``, an
-inference loop) has no iterations to compare, and the command says so.
+**How the iterations of the script's loops are found.** The script does not
+cooperate, and its loops come in every shape: a training loop with one
+``backward()`` per batch, ``total_loss += loss`` with one backward per epoch,
+an evaluation loop with no backward at all, a bare ``val += x``, a ``while``
+loop, a loop inside a function of the script. What they all have is the
+loop statement itself. So the command parses the script and, before
+compiling it, puts one call at the top of the body of every ``for``,
+``async for`` and ``while`` statement of the file (in its functions and
+methods too; comprehensions are expressions, not loops of the training, and
+are left alone): ``__dezero_mini_leaks_round__(k)``, k naming the loop. Each
+call after a loop's first is the end of one of its iterations, and there the
+command takes the live count of framework objects for that loop (the birth
+numbers and the live count come from :mod:`dezero_mini.memory.tracking`).
+Nested loops (epochs and batches) each have their own series. The line
+numbers stay the script's own, so its tracebacks read as usual. The cost is
+one Python call per iteration of the script's own loops and nothing at all
+in the framework's code (births are counted by a wrapper around the
+constructors, about a microsecond each, as before). What was not chosen:
+``sys.settrace`` (a Python call for every function call of the whole
+program, framework included, to find the script's frames) and, on 3.12+,
+``sys.monitoring`` JUMP events on the script's code objects (as cheap, but
+only on new Pythons, and a backward jump is not always a loop going round:
+inlined comprehensions and ``await`` jump backwards too, and a ``while``
+loop jumps to its body's first line, not to its head); sampling the heap on
+a timer (a count taken in the middle of a batch is not comparable with the
+next).
 
-**When it reports.** Whenever the live count has grown at N calls in a row
-(``--consecutive``, default 5), it looks at what was made during those
-iterations and is still alive (after a ``gc.collect()`` when the collector
-is on, so that a reference cycle waiting for it does not count), and prints
-the report of :func:`dezero_mini.memory.find_leaks`: objects and bytes per
-iteration, and the shortest chain from a named root to the largest
-surviving graph. After that, it reports again only when the live count has
-doubled. At the end it judges the whole run the same way (all iterations
-but the last). Exit status: 0 when nothing grows, 1 when something does, 2
-when the script cannot be run (its own traceback is shown).
+**Where the loop is not in the script.** A script that calls a training
+function of another module (``trainer.fit()``, the learner's ``train.py``
+imported by ``run.py``) has no loop of its own going round. There the
+command falls back to the ``backward()`` calls, one per batch in every stage
+of the course: a ``backward()`` that returns with no round of a loop of the
+script since the previous one is counted as an iteration of the unseen loop.
+A loop elsewhere that never calls backward cannot be seen, and the command
+says that no loop went round.
+
+**When it reports.** Whenever the live count has grown at N rounds of one
+loop in a row (``--consecutive``, default 5), it looks at what was made
+during those iterations and is still alive (after a ``gc.collect()`` when
+the collector is on, so that a reference cycle waiting for it does not
+count), and prints the report of :func:`dezero_mini.memory.find_leaks`:
+objects and bytes per iteration, and the shortest chain from a named root to
+the largest surviving graph. After that, it reports again (for any loop)
+only when the live count has doubled. At the end it judges each loop the
+same way over its whole run and prints the largest leak (or, when nothing
+grows, the loop that went round most). Exit status: 0 when nothing grows, 1
+when something does, 2 when the script cannot be run (its own traceback is
+shown).
 """
+import ast
 import builtins
 import gc
 import sys
@@ -43,44 +62,147 @@ import traceback
 import types
 from pathlib import Path
 
-from dezero_mini.memory.leaks import judge, report_between
+from dezero_mini.memory.leaks import judge, report_between, survivors_between
 from dezero_mini.memory.tracking import Tracker
 
 UNIT = "iteration"
 HEADER = "=== dezero_mini leaks"
+ROUND = "__dezero_mini_leaks_round__"  # a dunder name: never shown as a root
+
+
+class _MarkLoopRounds(ast.NodeTransformer):
+    """Put ``ROUND(k)`` at the top of the body of every loop statement;
+    ``lines[k]`` is loop k's line."""
+
+    def __init__(self):
+        self.lines = []
+
+    def _loop(self, node):
+        self.generic_visit(node)
+        call = ast.Expr(ast.Call(ast.Name(ROUND, ast.Load()), [ast.Constant(len(self.lines))], []))
+        for piece in ast.walk(call):  # the location of the body's first line
+            ast.copy_location(piece, node.body[0])
+        node.body.insert(0, call)
+        self.lines.append(node.lineno)
+        return node
+
+    visit_For = visit_AsyncFor = visit_While = _loop
+
+
+def compile_with_loop_marks(source, filename):
+    """(the code of the script with a mark at each round of its loops, the
+    line of each loop). Raises SyntaxError as ``compile`` would."""
+    tree = ast.parse(source, filename)
+    marker = _MarkLoopRounds()
+    tree = marker.visit(tree)
+    return compile(tree, filename, "exec", dont_inherit=True), marker.lines
+
+
+class _Series:
+    """The iterations of one loop: the serial number and the live count at
+    the end of each (``marks``, ``counts``), and the streak of growth."""
+
+    def __init__(self, name, unit_of_mark):
+        self.name = name  # "the loop at train.py:12"
+        self.unit_of_mark = unit_of_mark  # how the header names an iteration
+        self.rounds = 0  # calls of the mark (a loop's first call starts its first iteration)
+        self.marks, self.counts = [], []
+        self.streak = 0
+
+    def add(self, serial, live):
+        self.marks.append(serial)
+        self.counts.append(live)
+        counts = self.counts
+        self.streak = self.streak + 1 if len(counts) > 1 and counts[-1] > counts[-2] else 0
 
 
 class _Watch:
-    """Called at every backward(): follows the streak of growing counts and
-    prints a report when it reaches ``consecutive``."""
+    """Receives the rounds of the script's loops and the backward() calls,
+    follows each loop's streak of growing counts, and prints a report when
+    one reaches ``consecutive``."""
 
-    def __init__(self, consecutive, namespaces, out):
+    def __init__(self, consecutive, namespaces, out, script_name, loop_lines):
         self.consecutive = consecutive
         self.namespaces = namespaces  # [(the script's globals, its name)]
         self.out = out
-        self.streak = 0
+        self.tracker = None
+        self.loops = [_Series(f"the loop at {script_name}:{line}", "iteration {n}")
+                      for line in loop_lines]
+        self.backward = _Series("the backward() calls", "iteration {n} (backward() call {n})")
+        self.rounds = 0  # of every loop of the script
+        self.rounds_at_last_backward = 0
         self.reported = 0
         self.report_when_live_reach = 0
 
-    def __call__(self, tracker):
-        counts = tracker.counts
-        self.streak = self.streak + 1 if len(counts) > 1 and counts[-1] > counts[-2] else 0
-        if self.streak < self.consecutive or counts[-1] < self.report_when_live_reach:
+    def round(self, number):
+        """A loop of the script starts an iteration: the previous one ended."""
+        loop = self.loops[number]
+        loop.rounds += 1
+        self.rounds += 1
+        if loop.rounds < 2:
+            return
+        tracker = self.tracker
+        if loop.marks and loop.marks[-1] == tracker.serial:
+            # The iteration made no framework object, so it cannot have
+            # grown them: no mark (a loop over a million numbers keeps none).
+            return
+        loop.add(tracker.serial, len(tracker.live))
+        if loop.streak >= self.consecutive:
+            self._check(loop)
+
+    def on_backward(self, tracker):
+        """A backward() returned: an iteration of a loop the script does not
+        show, unless a loop of the script went round since the last one."""
+        seen = self.rounds != self.rounds_at_last_backward
+        self.rounds_at_last_backward = self.rounds
+        if seen:
+            return
+        series = self.backward
+        series.rounds += 1
+        series.add(tracker.marks[-1], tracker.counts[-1])
+        if series.streak >= self.consecutive:
+            self._check(series)
+
+    def _check(self, series):
+        if series.counts[-1] < self.report_when_live_reach:
             return
         if gc.isenabled():
             gc.collect()  # what the collector would free anyway is no leak
-        last = len(tracker.marks) - 1
-        report = report_between(tracker, last - self.consecutive, last - 1, unit=UNIT,
-                                extra_namespaces=self.namespaces)
+        last = len(series.marks) - 1
+        report = report_between(self.tracker, last - self.consecutive, last - 1, unit=UNIT,
+                                extra_namespaces=self.namespaces, series=series)
         if not report.leaking:
-            self.streak = 0
+            series.streak = 0
             return
         self.reported += 1
-        self.report_when_live_reach = 2 * counts[-1]
-        print(f"{HEADER}: at iteration {last + 1} (backward() call {last + 1}), live Variables "
-              f"and Functions have grown at each of the last {self.consecutive} ===",
-              file=self.out)
+        self.report_when_live_reach = 2 * series.counts[-1]
+        where = series.unit_of_mark.format(n=last + 1)
+        print(f"{HEADER}: after {where} of {series.name}, live Variables and Functions have "
+              f"grown at each of the last {self.consecutive} ===", file=self.out)
         print(report, file=self.out, flush=True)
+
+    def final(self):
+        """(the series to judge at the end, its slack), or (None, None).
+
+        A loop's last iteration is never marked (no round follows it): it is
+        the slack. Each backward() call ends an iteration: the last one may
+        keep its graph. Of the loops that made survivors in more than one
+        iteration, the one with the most survivors; else the loop that went
+        round most."""
+        candidates = [(loop, 0) for loop in self.loops if len(loop.marks) >= 2]
+        if len(self.backward.marks) >= 3:
+            candidates.append((self.backward, 1))
+        best, best_size = None, 0
+        for series, slack in candidates:
+            survivors, spread = survivors_between(self.tracker, series.marks, 0,
+                                                  len(series.marks) - 1 - slack)
+            size = len(survivors) if spread >= 2 else 0
+            survivors.clear()
+            if size > best_size:
+                best, best_size = (series, slack), size
+        if best is None and candidates:
+            best = max(candidates, key=lambda c: len(c[0].marks))
+        return best or (None, None)
 
 
 def run_leaks(args, out=None):
@@ -92,7 +214,7 @@ def run_leaks(args, out=None):
         print(f"{prog}: error: no such script: {args.script!r}", file=sys.stderr)
         return 2
     try:
-        code = compile(path.read_bytes(), str(path), "exec")
+        code, loop_lines = compile_with_loop_marks(path.read_bytes(), str(path))
     except SyntaxError:
         print(f"{prog}: error: {args.script} cannot be run:", file=sys.stderr)
         traceback.print_exc(limit=0, file=sys.stderr)
@@ -105,12 +227,13 @@ def run_leaks(args, out=None):
     module.__file__ = str(path)
     module.__builtins__ = builtins
     namespaces = [(module.__dict__, path.name)]
-    watch = _Watch(args.consecutive, namespaces, out)
+    watch = _Watch(args.consecutive, namespaces, out, path.name, loop_lines)
+    module.__dict__[ROUND] = watch.round
     saved = sys.argv, list(sys.path), sys.modules.get("__main__")
     sys.argv = [str(path), *args.script_args]
     sys.path.insert(0, str(path.resolve().parent))  # as `python SCRIPT` does
     sys.modules["__main__"] = module
-    tracker = Tracker(mark_on_backward=True, on_mark=watch).start()
+    tracker = watch.tracker = Tracker(mark_on_backward=True, on_mark=watch.on_backward).start()
     failure = None
     try:
         exec(code, module.__dict__)
@@ -132,15 +255,27 @@ def run_leaks(args, out=None):
                                   file=sys.stderr)
         return 2
 
-    if not tracker.marks:
-        print(f"{HEADER}: {path.name} never called backward() ===\n"
-              "no training iteration to compare: leaks counts the iterations of a loop by its "
-              "backward() calls", file=out)
-        return 0
     if gc.isenabled():
         gc.collect()
-    report = judge(tracker, 1, UNIT, extra_namespaces=namespaces)
-    print(f"{HEADER}: {path.name} finished after {len(tracker.marks)} iterations "
-          "(backward() calls) ===", file=out)
+    series, slack = watch.final()
+    if series is None:
+        went_round = max((loop.rounds for loop in watch.loops), default=0)
+        loops = (f"no loop of {path.name} went round" if went_round < 2 else
+                 f"its loops went round at most {went_round} times")
+        calls = len(tracker.marks)
+        backward = ("it never called backward()" if not calls else
+                    f"it called backward() {calls} time{'s' if calls > 1 else ''}")
+        print(f"{HEADER}: {loops}, and {backward} ===\n"
+              "no iterations to compare: leaks compares the iterations of the script's loops, "
+              "or its backward() calls where its loop is elsewhere", file=out)
+        return 1 if watch.reported else 0
+    report = judge(tracker, slack, UNIT, extra_namespaces=namespaces, series=series)
+    print(f"{HEADER}: {path.name} finished after {series.rounds} iterations of "
+          f"{series.name} ===", file=out)
     print(report, file=out, flush=True)
+    if watch.reported and not report.leaking:
+        print(f"but the growth reported above was real: {watch.reported} report"
+              f"{'s' if watch.reported > 1 else ''} during the run. Its graphs were let go "
+              "later (at the end of an epoch?), so the memory peak still grows with the "
+              "number of iterations they were kept for", file=out, flush=True)
     return 1 if report.leaking or watch.reported else 0

@@ -251,6 +251,28 @@ def _skipped(r, level):
 _DICT_ATTRIBUTE = re.compile(r"\.__dict__\[(['\"])([A-Za-z_]\w*)\1\]")
 
 
+_KEY_OF_ATTRIBUTE = re.compile(r"\[(['\"])([A-Za-z_]\w*)\1\]$")
+
+
+def _through_instance_dicts(steps):
+    """The chain with ``obj .__dict__ ['name']`` written as ``obj .name``:
+    the search meets an object's attribute through its ``__dict__`` or
+    directly, depending on whether the dict exists yet; a chain is written
+    one way."""
+    merged, k = [], 0
+    while k < len(steps):
+        obj, label = steps[k]
+        if label == ".__dict__" and k + 1 < len(steps) and steps[k + 1][1]:
+            key = _KEY_OF_ATTRIBUTE.match(steps[k + 1][1])
+            if key is not None and getattr(obj, "__dict__", None) is steps[k + 1][0]:
+                merged.append((obj, "." + key.group(2)))
+                k += 2
+                continue
+        merged.append((obj, label))
+        k += 1
+    return merged
+
+
 def _what(obj):
     """A short description of an object on a chain."""
     kind = _kind(obj)
@@ -316,6 +338,7 @@ class LeakedGraph:
         self.steps, self.notes = [], []
         if chain is not None:
             self.root, steps = chain
+            steps = _through_instance_dicts(steps)
             labels = "".join(label for _, label in steps if label)
             self.path = _DICT_ATTRIBUTE.sub(r".\2", self.root.name + labels)
             self.steps = [(_what(obj), label) for obj, label in steps]
@@ -410,8 +433,8 @@ class LeakReport:
                              f"held by {graph.path or '(no name reaches it)'}")
             if len(others) > 5:
                 lines.append(f"  ... and {len(others) - 5} more")
-        lines.append("fix: keep numbers, not Variables (float(loss.data)), or cut the graph "
-                     "before keeping a Variable")
+        lines.append("fix: keep numbers, not Variables (loss.item() or float(loss)), or keep a "
+                     "Variable without its graph (loss.detach())")
         if self.note:
             lines.append(self.note)
         return lines
@@ -517,18 +540,30 @@ def _analyse(survivors, iterations, counts, spread, unit, extra_namespaces, note
                       nbytes=sum(everything.values()), spread=spread, unit=unit, note=note)
 
 
-def report_between(tracker, first, last, *, unit="iteration", extra_namespaces=(), note=None):
+def report_between(tracker, first, last, *, unit="iteration", extra_namespaces=(), note=None,
+                   series=None):
     """The report on the objects born between marks ``first`` and ``last``
-    (indices into ``tracker.marks``) that are still alive."""
-    marks = tracker.marks[first:last + 1]
-    survivors = tracker.alive_born_between(marks[0], marks[-1])
-    # The iteration each survivor was made in: the first mark at or after its birth.
-    spread = len({bisect.bisect_left(marks, tracker.serial_of(obj)) for obj in survivors})
+    that are still alive. The marks are ``series.marks`` (serial numbers)
+    and ``series.counts`` (live counts), by default the tracker's own; the
+    ``leaks`` command keeps one series per loop of the script."""
+    series = tracker if series is None else series
+    survivors, spread = survivors_between(tracker, series.marks, first, last)
     try:
-        return analyse(survivors, iterations=last - first, counts=tracker.counts[first:],
+        return analyse(survivors, iterations=last - first, counts=series.counts[first:],
                        spread=spread, unit=unit, extra_namespaces=extra_namespaces, note=note)
     finally:
         survivors.clear()
+
+
+def survivors_between(tracker, marks, first, last):
+    """(the tracked objects born between ``marks[first]`` and ``marks[last]``
+    that are alive, in how many iterations they were made). Strong
+    references: clear the list when done."""
+    marks = marks[first:last + 1]
+    survivors = tracker.alive_born_between(marks[0], marks[-1])
+    # The iteration each survivor was made in: the first mark at or after its birth.
+    spread = len({bisect.bisect_left(marks, tracker.serial_of(obj)) for obj in survivors})
+    return survivors, spread
 
 
 # --- The public entry points ---------------------------------------------------------------
@@ -571,16 +606,18 @@ class LeakFinder:
         return False
 
 
-def judge(tracker, slack, unit, extra_namespaces=()):
-    """The report over all of a tracker's marks but the last ``slack``
-    iterations: everything made from the first mark on that outlived them."""
-    marks = len(tracker.marks)
+def judge(tracker, slack, unit, extra_namespaces=(), series=None):
+    """The report over all of a tracker's marks (or ``series``'s) but the
+    last ``slack`` iterations: everything made from the first mark on that
+    outlived them."""
+    series = tracker if series is None else series
+    marks = len(series.marks)
     if marks < slack + 2:
-        return LeakReport(iterations=0, counts=tracker.counts, unit=unit, note=(
+        return LeakReport(iterations=0, counts=series.counts, unit=unit, note=(
             f"too few iterations to judge: {marks} {unit}s marked, {slack + 2} needed "
             f"(the first starts the count, and the last {slack} may keep their graphs)"))
     return report_between(tracker, 0, marks - 1 - slack, unit=unit,
-                          extra_namespaces=extra_namespaces)
+                          extra_namespaces=extra_namespaces, series=series)
 
 
 def find_leaks(fn=None, repeat=5, *, warmup=1, slack=1, modules=None):
