@@ -238,9 +238,11 @@ def _add_graph(commands):
 def _add_leaks(commands):
     parser = _subparser(commands, "leaks", "find what your own training loop keeps alive", (
         "Run SCRIPT (with ARGS) as python would, and watch the Variables and\n"
-        "Functions of dezero_mini or of a stage module that it makes. The\n"
-        "iterations of its loop are its backward() calls. When the live objects\n"
-        "have grown at several calls in a row, and at the end, print what the\n"
+        "Functions of dezero_mini or of a stage module that it makes. An\n"
+        "iteration is one round of a for or while loop of the script itself\n"
+        "(each loop judged on its own), or one backward() call where the loop\n"
+        "is in another module. When the live objects have grown at several\n"
+        "iterations in a row, and at the end, print what the\n"
         "loop keeps alive: objects and bytes per iteration, and the shortest\n"
         "chain of references from a name of the script (total_loss,\n"
         "trainer.history['loss'][3], a closure, ...) to the largest surviving graph.\n\n"
@@ -249,7 +251,7 @@ def _add_leaks(commands):
         "  %(prog)s train.py\n"
         "  %(prog)s --consecutive 3 train.py --epochs 2"))
     parser.add_argument("--consecutive", type=at_least_two, default=5, metavar="N", help=(
-        "report when the live objects have grown at N backward() calls in a row "
+        "report when the live objects have grown at N iterations in a row "
         "(default: %(default)s)"))
     parser.add_argument("script", metavar="SCRIPT", help="the Python script to run")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
@@ -258,7 +260,7 @@ def _add_leaks(commands):
 
 
 def build_parser(prog="dezero_mini"):
-    """The argument parser of the command line, with its four commands."""
+    """The argument parser of the command line, with its commands."""
     parser = argparse.ArgumentParser(
         prog=prog, formatter_class=_HelpFormatter,
         description=("dezero_mini: a small autograd framework, and the instruments of the\n"
