@@ -32,6 +32,12 @@ def stage_number(module):
 ALL_STAGES = [*STEP_NAMES, "dezero_mini"]
 
 
+def keeps_only_what_backward_reads(module):
+    """Whether the module's Functions keep only what their backward reads and
+    link the graph by Functions (stage 08 on): it has ``Config.check_saved``."""
+    return hasattr(getattr(module, "Config", None), "check_saved")
+
+
 def stages_from(first):
     """Names of the stages numbered ``first`` or later, dezero_mini last."""
     return [n for n in ALL_STAGES if n == "dezero_mini" or int(n[4:6]) >= first]

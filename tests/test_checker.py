@@ -189,6 +189,60 @@ CASES = [
     Case("item_returns_a_variable", 7, 7, (
         (r"return self\.data\.item\(\)", "return Variable(self.data.reshape(()))", 1),),
         fails=frozenset({"item_gives_a_python_number"})),
+    # stage 08: a Function keeps only what its backward reads; the check mode
+    Case("saved_values_written_otherwise", 8, 8, (
+        (r'^    __slots__ = saves = \("x0_shape", "x1_shape"\)  # shapes, not arrays\n'
+         r'(\n    def forward\(self, x0, x1\):\n)        self\.x0_shape, self\.x1_shape = .*\n',
+         '    saves = ("shapes",)\n    __slots__ = saves\n\\1'
+         '        self.shapes = (x0.shape, x1.shape)\n', 1),
+        (r"return reduce_to_shape\(gy, self\.x0_shape\), reduce_to_shape\(gy, self\.x1_shape\)",
+         "shape0, shape1 = self.shapes\n        return reduce_to_shape(gy, shape0), "
+         "reduce_to_shape(gy, shape1)", 1),
+        (r"^        self\.y = np\.exp\(x\)\n        return self\.y\n",
+         "        y = np.exp(x)\n        self.y = y  # the output's array, read by backward\n"
+         "        return y\n", 1))),
+    Case("add_keeps_its_inputs", 8, 8, (
+        (r'^    __slots__ = saves = \("x0_shape", "x1_shape"\)  # shapes, not arrays\n'
+         r'(\n    def forward\(self, x0, x1\):\n)        self\.x0_shape, self\.x1_shape = .*\n',
+         '    __slots__ = saves = ("x0", "x1")\n\\1        self.x0, self.x1 = x0, x1\n', 1),
+        (r"return reduce_to_shape\(gy, self\.x0_shape\), reduce_to_shape\(gy, self\.x1_shape\)",
+         "return reduce_to_shape(gy, self.x0.shape), reduce_to_shape(gy, self.x1.shape)", 1)),
+        # the two matmul outputs that the biases are added to stay alive
+        fails=frozenset({"keeps_shapes_not_arrays", "holds_less_than_stage07_at_backward_start"})),
+    Case("exp_keeps_its_input_too", 8, 8, (
+        (r'^    __slots__ = saves = \("y",\)  # the output: its derivative is itself\n'
+         r'(\n    def forward\(self, x\):\n)',
+         '    __slots__ = saves = ("x", "y")\n\\1        self.x = x\n', 1),),
+        fails=frozenset({"exp_sigmoid_tanh_keep_their_output", "builtins_pass_the_check"})),
+    Case("output_read_through_its_weak_reference", 8, 8, (
+        (r'^(class Sigmoid\(Function\):\n)    __slots__ = saves = \("y",\)\n'
+         r'(\n    def forward\(self, x\):\n)        self\.y = (.*)\n        return self\.y\n',
+         '\\1    __slots__ = saves = ()\n\\2        return \\3\n', 1),
+        (r"^(    def backward\(self, gy\):\n)        y = self\.y\n        return gy \* y \* \(1 - y\)",
+         "\\1        y = self.outputs[0]().data  # as on stage 07\n        return gy * y * (1 - y)", 1)),
+        # nothing holds the output Variable any more: every backward through a
+        # sigmoid whose output the user dropped raises, and with it every contract
+        # that trains the standard workload
+        fails=frozenset({"training_learns", "live_objects_constant", "traced_bytes_flat",
+                         "collector_finds_nothing", "backward_peak_below_stage03",
+                         "holds_less_than_stage05_after_backward", "backward_peak_below_stage05",
+                         "retain_graph_allows_a_second_backward",
+                         "parameters_keep_data_and_gradients", "gradients_bit_identical_to_stage05",
+                         "retain_graph_true_keeps_the_activations",
+                         "exp_sigmoid_tanh_keep_their_output", "builtins_pass_the_check",
+                         "holds_less_than_stage07_at_backward_start"})),
+    Case("check_blind_to_dezero_style_inputs", 8, 8, (
+        (r'^        return \[f"inputs\[\{i\}\]" for i in range\(len\(f\.inputs or \(\)\)\)\]\n',
+         "        return []  # nothing declared, nothing to check\n", 1),),
+        fails=frozenset({"check_names_what_is_never_read"})),
+    Case("reads_sometimes_ignored", 8, 8, (
+        (r"held = \[name for name in held_values\(f\) if name not in f\.reads_sometimes\]",
+         "held = held_values(f)", 1),),
+        fails=frozenset({"reads_sometimes_is_honoured"})),
+    Case("no_slots_on_the_base_function", 8, 8, (
+        (r'^    __slots__ = \("generation", "next_functions", "outputs", "inputs", "__weakref__"\)\n',
+         "", 1),),
+        fails=frozenset({"builtin_functions_have_slots"})),
 ]
 
 

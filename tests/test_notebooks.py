@@ -116,6 +116,12 @@ PROSE_FIGURES = [
      r"under no_grad\(\): peak [\d.]+ MiB = ([\d.]+) activations", (2.5, 3.5)),
     ("05_no_grad.ipynb", "seven objects, and each of the two intermediate arrays",
      r"watch\(y\) finds (\d+) objects", (7, 7)),
+    ("08_saved_tensors.ipynb", "the graph holds less than half the bytes of stage 07",
+     r"KiB on stage 08, ([\d.]+) times less", (2.0, 3.0)),
+    ("08_saved_tensors.ipynb", "on a stack of additions and element-wise functions, about a third",
+     r"MiB against [\d.]+ MiB, ([\d.]+) times less", (2.5, 3.2)),
+    ("08_saved_tensors.ipynb", "`__slots__` saves tens of bytes per graph node on Python 3.11+",
+     r"the slots save (\d+) to", (10, 99)),
 ]
 
 

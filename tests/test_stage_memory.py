@@ -24,7 +24,22 @@ def number_of(stage_name):
     return FINISHED if stage_name == "dezero_mini" else int(stage_name[4:6])
 
 
-CASES = [pytest.param(contract, stage, id=f"{contract.name}-{stage}")
+#: The stages whose contracts dezero_mini does not keep yet: stage 08's
+#: (keep only what backward reads, the check mode) is in the step file and
+#: the checker, not yet in dezero_mini's core. Strict: the day dezero_mini
+#: adopts it, these cases pass and the suite says to remove this line.
+NOT_YET_IN_DEZERO_MINI = {8}
+
+
+def _param(contract, stage):
+    marks = ()
+    if stage == "dezero_mini" and contract.stage in NOT_YET_IN_DEZERO_MINI:
+        marks = pytest.mark.xfail(strict=True, reason=f"dezero_mini has not adopted stage "
+                                                      f"{contract.stage:02d} yet")
+    return pytest.param(contract, stage, id=f"{contract.name}-{stage}", marks=marks)
+
+
+CASES = [_param(contract, stage)
          for contract in all_contracts() for stage in ALL_STAGES
          if contract.holds_at(number_of(stage))]
 

@@ -6,7 +6,8 @@ itself) is measured the same way, on the same training run:
 * ``load_stage(3)`` / ``STAGES``: one module object per stage, shared by the
   tests, the notebooks and these instruments.
 * ``Workload``: the standard run, a small MLP regression built only from
-  the API that every stage has.
+  the API that every stage has; ``ResidualStack``, the same with a deep
+  stack of residual blocks (additions and tanh only).
 * Three signals, from the most to the least deterministic:
 
   - live objects, ``count_live_objects(module)``: the Variables and
@@ -37,6 +38,7 @@ lesson is about the collector: a reference cycle then shows as growth
 instead of as a delay.
 """
 from dezero_mini.memory.counting import count_live_objects, framework_classes
+from dezero_mini.memory.footprint import Footprint, dict_twin, object_footprint
 from dezero_mini.memory.leaks import LeakFinder, LeakReport, find_leaks
 from dezero_mini.memory.notebook import disable_output_cache
 from dezero_mini.memory.plotting import plot_timeline, plot_training
@@ -46,9 +48,12 @@ from dezero_mini.memory.recorder import SIGNALS, TrainingRecord, record_training
 from dezero_mini.memory.refgraph import GraphvizNotFound, ReferenceGraph, reference_graph, watch
 from dezero_mini.memory.stages import STAGES, load_stage, stage_label
 from dezero_mini.memory.timeline import Timeline, TimelineEvent, record_step_timeline
-from dezero_mini.memory.workload import Workload, grad_array
+from dezero_mini.memory.workload import ResidualStack, Workload, grad_array
 
 __all__ = [
+    "Footprint",
+    "dict_twin",
+    "object_footprint",
     "GraphvizNotFound",
     "LeakFinder",
     "LeakReport",
@@ -58,6 +63,7 @@ __all__ = [
     "Timeline",
     "TimelineEvent",
     "TrainingRecord",
+    "ResidualStack",
     "Workload",
     "count_live_objects",
     "disable_output_cache",

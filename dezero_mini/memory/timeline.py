@@ -58,6 +58,12 @@ class Timeline:
         return np.array([e.traced for e in self.events], dtype=np.int64)
 
     @property
+    def at_backward_start(self):
+        """Traced bytes when the first Function's backward starts: what the
+        graph holds (with the loss's gradient), nothing freed yet."""
+        return next(e.traced for e in self.events if e.phase == "backward")
+
+    @property
     def phases(self):
         return [e.phase for e in self.events]
 

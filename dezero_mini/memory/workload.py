@@ -174,3 +174,39 @@ class Workload:
     def __repr__(self):
         settings = ", ".join(f"{k}={v}" for k, v in self.describe().items())
         return f"Workload({getattr(self.module, '__name__', self.module)}, {settings})"
+
+
+class ResidualStack(Workload):
+    """The standard workload with a deep stack of residual blocks after its
+    first hidden layer: ``h = tanh(h + b_k) + h``, ``depth`` times.
+
+    Only additions and element-wise functions: the workload where what a
+    Function keeps for its backward matters most (stage 08). A Function
+    that keeps its inputs holds three arrays per block (``h`` twice over,
+    ``h + b_k`` and the tanh); one that keeps only what its backward reads
+    holds one (tanh's output).
+    """
+
+    def __init__(self, module, *, depth=32, **settings):
+        super().__init__(module, **settings)
+        self.depth = depth
+        self.blocks = [self.module.Variable(np.zeros(self.hidden), name=f"block{k}")
+                       for k in range(1, depth + 1)]
+
+    @property
+    def parameters(self):
+        return super().parameters + self.blocks
+
+    def forward(self, x, hidden=None):
+        m = self.module
+        (W1, b1), (W2, b2), (W3, b3) = self.layers
+        h = m.sigmoid(m.add(m.matmul(x, W1), b1))
+        for b in self.blocks:
+            h = m.add(m.tanh(m.add(h, b)), h)
+            if hidden is not None:
+                hidden.append(h)
+        h = m.sigmoid(m.add(m.matmul(h, W2), b2))
+        return m.add(m.matmul(h, W3), b3)
+
+    def describe(self):
+        return {**super().describe(), "depth": self.depth}
