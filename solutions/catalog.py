@@ -143,7 +143,7 @@ def solution_block(solution: Solution, source: str, indent: str = "") -> str:
         "<details><summary>Solution</summary>\n\n"
         f"{solution.text}\n\n"
         f"{fence}python\n{solution.code}\n{fence}\n\n"
-        f"<p><em>Run it: <code>python {source} {solution.number}</code></em></p>\n\n"
+        f"Run it: `python {source} {solution.number}`\n\n"
         "</details>"
     )
     return "\n".join(indent + line if line else "" for line in text.splitlines())
@@ -161,7 +161,8 @@ def fold_solutions(markdown: str, solutions: dict[int, Solution], where: str, so
     for number, start, end in reversed(items):
         indent = " " * len(_ITEM.match(lines[start]).group(0))
         block = solution_block(solutions[number], source, indent)
-        lines[end:end] = ["", *block.splitlines()]
+        # Blank lines around it: an HTML block ends only at a blank line.
+        lines[end:end] = ["", *block.splitlines(), ""]
     return "\n".join(lines) + ("\n" if markdown.endswith("\n") else "")
 
 
