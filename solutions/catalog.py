@@ -18,6 +18,7 @@ checks that exercises and solutions match one to one.
 from __future__ import annotations
 
 import ast
+import json
 import re
 import sys
 import textwrap
@@ -113,6 +114,14 @@ def _exercise_items(markdown: str) -> list[tuple[int, int, int]]:
 def exercise_numbers(markdown: str) -> list[int]:
     """The numbers of the exercises in ``markdown`` (a lesson's Markdown)."""
     return [number for number, _, _ in _exercise_items(markdown)]
+
+
+def lesson_exercises(notebook: Path) -> list[int]:
+    """The numbers of the exercises of a stored lesson notebook (its Markdown cells)."""
+    cells = json.loads(Path(notebook).read_text(encoding="utf-8"))["cells"]
+    sources = ("".join(c["source"]) if isinstance(c["source"], list) else c["source"]
+               for c in cells if c["cell_type"] == "markdown")
+    return exercise_numbers("\n\n".join(sources))
 
 
 def check_match(exercises: list[int], solutions: dict[int, Solution], where: str) -> None:

@@ -14,7 +14,6 @@ import sys
 import time
 from pathlib import Path
 
-import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -24,11 +23,6 @@ import catalog  # noqa: E402  (solutions/catalog.py)
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
 SOLUTION_FILES = sorted((ROOT / "solutions").glob(catalog.SOLUTION_GLOB))
 SOLUTION_TIMEOUT = 300  # seconds for one solution; they take seconds (printed)
-
-
-def _lesson_markdown(path):
-    nb = nbformat.read(path, as_version=4)
-    return "\n\n".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
 
 
 def _solution_params():
@@ -42,7 +36,7 @@ def _solution_params():
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_every_exercise_has_exactly_one_solution(path):
-    exercises = catalog.exercise_numbers(_lesson_markdown(path))
+    exercises = catalog.lesson_exercises(path)
     assert exercises == list(range(1, len(exercises) + 1)), (
         f"{path.name}: the exercises are numbered {exercises}; number them 1, 2, 3, ..."
     )

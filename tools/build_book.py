@@ -153,9 +153,7 @@ def lesson_solutions(root: Path, notebooks: list[Path]) -> dict[str, dict[int, "
         if path.stem not in stems:
             problems.append(f"{path.relative_to(root)} has no lesson notebooks/{path.stem}.ipynb")
     for nb_path in notebooks:
-        nb = nbformat.read(nb_path, as_version=4)
-        markdown = "\n\n".join(cell.source for cell in nb.cells if cell.cell_type == "markdown")
-        exercises = catalog.exercise_numbers(markdown)
+        exercises = catalog.lesson_exercises(nb_path)
         path = catalog.solutions_file(root, nb_path.stem)
         try:
             solutions = catalog.read_solutions(path) if path.is_file() else {}
