@@ -295,3 +295,58 @@ def test_book_from_a_small_repository(tmp_path, monkeypatch, capsys):
         assert (html / "02_second_files" / svgs[0].name).is_file()
         assert 'src="notebooks/figures/saved.png"' in (html / "introduction.html").read_text()
         assert (html / "notebooks" / "figures" / "saved.png").is_file()
+
+
+def test_book_folds_each_solution_under_its_exercise(tmp_path):
+    pytest.importorskip("nbconvert")
+    import build_book
+
+    repo = tmp_path / "repo"
+    (repo / "solutions").mkdir(parents=True)
+    shutil.copy(ROOT / "book.toml", repo / "book.toml")
+    (repo / "README.md").write_text("# Test course\n")
+    exercises = (
+        "## Exercises\n\n"
+        "1. **Add.** Compute `1 + 1`.\n   *What you should see:* 2.\n"
+        "2. **Multiply.** Compute `2 * 3`.\n   *What you should see:* 6.\n\n"
+        "## Further reading\n\n* A book.\n"
+    )
+    _write_notebook(repo / "notebooks" / "01_first.ipynb", [
+        new_markdown_cell("# Stage 01: first"),
+        new_code_cell("x = 1"),
+        new_markdown_cell(exercises),
+    ])
+    solutions = repo / "solutions" / "01_first.py"
+    solutions.write_text(
+        'def exercise_1():\n    """Addition adds."""\n    assert 1 + 1 == 2\n\n\n'
+        'def exercise_2():\n    """Multiplication multiplies."""\n    product = 2 * 3\n    assert product == 6\n'
+    )
+    run_mdbook = True
+    try:
+        build_book.find_mdbook()
+    except build_book.BookError:
+        run_mdbook = False
+    build_book.build(repo, run_mdbook=run_mdbook)
+
+    chapter = (repo / "build" / "book" / "src" / "01_first.md").read_text()
+    assert chapter.count("<details><summary>Solution</summary>") == 2
+    first, second = chapter.index("Addition adds."), chapter.index("Multiplication multiplies.")
+    assert chapter.index("*What you should see:* 2.") < first < chapter.index("2. **Multiply.**") < second
+    assert "   ```python\n   product = 2 * 3\n   assert product == 6\n   ```" in chapter
+    assert "Run it: `python solutions/01_first.py 2`" in chapter
+    assert second < chapter.index("## Further reading")
+    if run_mdbook:
+        html = (repo / "build" / "book" / "html" / "01_first.html").read_text()
+        assert html.count("<details><summary>Solution</summary>") == 2
+        # The solution's code is highlighted code inside the folded block, not text.
+        folded = html[html.index("<details>"):html.index("</details>")]
+        assert "<code class=\"language-python\">" in folded and "Addition adds." in folded
+
+    # An exercise without a solution stops the build, before any notebook runs.
+    solutions.write_text('def exercise_1():\n    """Addition adds."""\n    assert 1 + 1 == 2\n')
+    with pytest.raises(build_book.BookError, match=r"exercise\(s\) \[2\] have no solution"):
+        build_book.build(repo, run_mdbook=False)
+    # So does a solutions file without a lesson.
+    solutions.rename(repo / "solutions" / "02_gone.py")
+    with pytest.raises(build_book.BookError, match="02_gone.py has no lesson"):
+        build_book.build(repo, run_mdbook=False)

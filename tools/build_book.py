@@ -13,10 +13,14 @@
    ``steps/stepNN_*.py`` against the previous stage's step file (stage 01
    shows its whole step file). A chapter with no step file (00, "How we
    measure") has no such section.
-4. Adds the chapters written in Markdown (``EXTRA_CHAPTERS``: the sources)
+4. Folds the worked solution of each exercise under it (``solutions/NN_<name>.py``,
+   read by ``solutions/catalog.py``): a ``<details>`` block that the reader opens
+   with a click. An exercise without a solution, or a solution without an
+   exercise, stops the build before any notebook runs.
+5. Adds the chapters written in Markdown (``EXTRA_CHAPTERS``: the sources)
    after the notebooks, makes the introduction page from README.md and
    writes SUMMARY.md.
-5. Runs mdBook (``book.toml`` at the top of the repository) and prints where
+6. Runs mdBook (``book.toml`` at the top of the repository) and prints where
    the site is.
 
 Files that README.md or a notebook's Markdown cells link to by a relative path
@@ -39,15 +43,17 @@ import nbformat
 from nbconvert import MarkdownExporter
 from traitlets.config import Config
 
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from run_notebooks import (  # noqa: E402  (needs the line above)
+sys.path.insert(0, str(ROOT / "solutions"))
+import catalog  # noqa: E402  (solutions/catalog.py; needs the lines above)
+from run_notebooks import (  # noqa: E402
     DEFAULT_TIMEOUT,
     NOTEBOOK_GLOB,
     NotebookError,
     execute_notebook,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
 INTRODUCTION = "introduction.md"
 REMOVE_INPUT_TAG = "remove-input"
 # Chapters written in Markdown, after the lessons: (source in the repository, page in the book).
@@ -134,6 +140,32 @@ def code_changes(root: Path, stage: int) -> str:
         "lines starting with `-` were removed, lines starting with `+` added.\n\n"
         f"{fence}diff\n{diff.rstrip()}\n{fence}\n"
     )
+
+
+def lesson_solutions(root: Path, notebooks: list[Path]) -> dict[str, dict[int, "catalog.Solution"]]:
+    """The worked solutions of each lesson, by notebook stem, checked against
+    the exercises of the stored notebooks: BookError unless every exercise has
+    exactly one solution and every solutions file and solution has its exercise."""
+    stems = {nb_path.stem for nb_path in notebooks}
+    found: dict[str, dict[int, catalog.Solution]] = {}
+    problems = []
+    for path in sorted((root / "solutions").glob(catalog.SOLUTION_GLOB)):
+        if path.stem not in stems:
+            problems.append(f"{path.relative_to(root)} has no lesson notebooks/{path.stem}.ipynb")
+    for nb_path in notebooks:
+        exercises = catalog.lesson_exercises(nb_path)
+        path = catalog.solutions_file(root, nb_path.stem)
+        try:
+            solutions = catalog.read_solutions(path) if path.is_file() else {}
+            catalog.check_match(exercises, solutions, f"{nb_path.relative_to(root)} and {path.relative_to(root)}")
+        except (catalog.SolutionError, SyntaxError) as exc:
+            problems.append(str(exc))
+            continue
+        if solutions:
+            found[nb_path.stem] = solutions
+    if problems:
+        raise BookError("the worked solutions do not match the exercises:\n  " + "\n  ".join(problems))
+    return found
 
 
 class LinkMapper:
@@ -238,6 +270,7 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
     links = LinkMapper(root, src, chapters)
     summary = ["# Summary", "", f"[Introduction]({INTRODUCTION})", ""]
 
+    solutions = lesson_solutions(root, notebooks)  # before anything runs: a mismatch stops the build
     if not notebooks:
         print(f"No notebooks in {root / 'notebooks'} match {NOTEBOOK_GLOB}: the book has the introduction only.")
     total = 0.0
@@ -257,6 +290,12 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
                     output.data["text/markdown"] = links.rewrite(output.data["text/markdown"], nb_path.parent, where)
         stem = nb_path.stem
         body = notebook_to_markdown(nb, stem, src)
+        if stem in solutions:
+            source = catalog.solutions_file(root, stem).relative_to(root).as_posix()
+            try:
+                body = catalog.fold_solutions(body, solutions[stem], f"{stem}.md", source)
+            except catalog.SolutionError as exc:
+                raise BookError(str(exc)) from exc
         changes = code_changes(root, stage_number(nb_path))
         if not changes and stage_number(nb_path) > 0:  # 00 is about measuring: no step file
             print(f"warning: no steps/step{stage_number(nb_path):02d}_*.py, so {stem} has no "
