@@ -6,7 +6,10 @@ This is the framework of stage 05 of the course, cleaned up:
   cycle and is freed by reference counting alone (stage 03);
 * ``backward(retain_grad=False)`` drops intermediate gradients as soon as
   they have been used (stage 04);
-* ``no_grad()`` / ``using_config`` switch graph building off (stage 05).
+* ``no_grad()`` / ``using_config`` switch graph building off (stage 05);
+* a number or an array written into a formula (``y * 2 + 1``) is a
+  constant: backward neither computes nor keeps a gradient for it
+  (``Variable.requires_grad`` is False), since nobody could ever read it.
 
 The gradients that backward leaves in ``grad`` are Variables, as in DeZero.
 While it runs, they are plain numpy arrays, and each Function's gradient
