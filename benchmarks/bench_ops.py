@@ -8,16 +8,22 @@ Prints figures; it is not a test (timings depend on the machine). Run:
 PyTorch is optional (install it in .venv; a CPU-only build is enough);
 without it only dezero_mini's figures are printed. Both frameworks compute in
 float64 on one CPU thread, so that the comparison is about the framework, not
-the arithmetic, and both compute the same gradients: dezero_mini (like
-DeZero) has no ``requires_grad``, so every Variable gets a gradient, and the
-torch versions ask for the same ones (``a``, ``b`` and ``x`` of the chain,
-the input of the MLP), which ``check_same_gradients`` compares.
+the arithmetic, and both compute the same gradients (``check_same_gradients``
+compares them): the Variables that the code makes get one, the constants
+written into the formulas (``y * 1.0001``) get none, in either framework.
 
-1. chain: forward + backward of a long chain of cheap element-wise ops on a
-   10-element array (``y = sin(y * a + b)`` repeated), in microseconds per
-   operation. The arrays are tiny on purpose: what is timed is the
-   framework's own work per op (making Variables and Functions, linking the
-   graph, walking it backward), not numpy's.
+1. graphs: forward + backward of graphs of 1,000 to 100,000 ops on
+   10-element arrays, in microseconds per op, for three patterns:
+   ``const`` (``y = y * 1.0001 + 0.0``: Python numbers in the formulas),
+   ``mixed`` (Variable-Variable ops, element-wise functions and numbers) and
+   ``chain`` (``y = sin(y * a + b)``: Variables only). The arrays are tiny on
+   purpose: what is timed is the framework's own work per op (making
+   Variables and Functions, linking the graph, walking it backward), not
+   numpy's. dezero_mini runs with the cyclic collector on (the headline: as
+   users run) and off (for comparison); the collector's share is the time
+   its collections took (``gc.callbacks``) within the collector-on runs.
+   PyTorch's graph is not made of Python objects: the collector does not
+   scan it.
 2. mlp: one training step (forward, backward, SGD update) of a 784-1000-10
    MLP with a sigmoid hidden layer on a batch of 100, in milliseconds. Here
    the matrix products dominate and both frameworks should be close.
@@ -42,6 +48,7 @@ import numpy as np  # noqa: E402
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import dezero_mini as dz  # noqa: E402
 import dezero_mini.functions as F  # noqa: E402
+from dezero_mini.memory import time_runs  # noqa: E402
 
 try:
     import torch
@@ -96,39 +103,62 @@ def print_comparison(timings, scale, unit):
           f"{ours_min / theirs_min:.2f} (minima)")
 
 
-# --- 1. the chain ----------------------------------------------------------------------
+# --- 1. graphs of 1,000 to 100,000 ops ---------------------------------------------------
 def chain_inputs():
-    """``a``, ``b`` and ``x`` of ``y = sin(y * a + b)``: one generator for both frameworks."""
+    """``a``, ``b`` and ``x`` of the patterns: one generator for both frameworks."""
     rng = np.random.RandomState(0)
     return rng.rand(N_ELEMENTS) * 0.5 + 0.5, rng.rand(N_ELEMENTS) * 0.1, rng.rand(N_ELEMENTS)
 
 
-def dezero_chain(n_ops):
-    """forward + backward of n_ops element-wise ops (n_ops // 3 rounds of mul, add, sin);
-    each call returns the Variables x, a, b (their gradients add up over calls)."""
+# Each pattern is one round of ops, written once for both frameworks: ``fn``
+# is ``dezero_mini.functions`` or ``torch``, which share these names.
+def const_round(y, a, b, fn):
+    return y * 1.0001 + 0.0
+
+
+def mixed_round(y, a, b, fn):
+    return fn.sin(y * a + 1.0) * 0.5 + fn.tanh(y) * b
+
+
+def chain_round(y, a, b, fn):
+    return fn.sin(y * a + b)
+
+
+PATTERNS = {  # name: (one round, ops in a round)
+    "const": (const_round, 2),
+    "mixed": (mixed_round, 7),
+    "chain": (chain_round, 3),
+}
+
+
+def dezero_graph(pattern, n_ops):
+    """forward + backward of n_ops ops of ``pattern``; each call returns the
+    Variables x, a, b (their gradients add up over calls)."""
+    one_round, ops_per_round = PATTERNS[pattern]
     a0, b0, x0 = chain_inputs()
     a, b = dz.Variable(a0), dz.Variable(b0)
 
     def run():
         x = dz.Variable(x0)
         y = x
-        for _ in range(n_ops // 3):
-            y = F.sin(y * a + b)
+        for _ in range(n_ops // ops_per_round):
+            y = one_round(y, a, b, F)
         y.backward()
         return x, a, b
 
     return run
 
 
-def torch_chain(n_ops):
+def torch_graph(pattern, n_ops):
+    one_round, ops_per_round = PATTERNS[pattern]
     a0, b0, x0 = (torch.tensor(v) for v in chain_inputs())
     a, b = a0.requires_grad_(True), b0.requires_grad_(True)
 
     def run():
         x = x0.clone().requires_grad_(True)
         y = x
-        for _ in range(n_ops // 3):
-            y = torch.sin(y * a + b)
+        for _ in range(n_ops // ops_per_round):
+            y = one_round(y, a, b, torch)
         y.backward(torch.ones_like(y))
         return x, a, b
 
@@ -137,10 +167,36 @@ def torch_chain(n_ops):
 
 def check_same_gradients(n_ops=300):
     """Both frameworks compute the same gradients (or the comparison means nothing)."""
-    ours = [v.grad.data for v in dezero_chain(n_ops)()]
-    theirs = [v.grad.numpy() for v in torch_chain(n_ops)()]
-    for name, g_ours, g_theirs in zip("xab", ours, theirs):
-        np.testing.assert_allclose(g_ours, g_theirs, rtol=1e-10, err_msg=f"gradient of {name}")
+    for pattern in PATTERNS:
+        ours = [v.grad for v in dezero_graph(pattern, n_ops)()]
+        theirs = [v.grad for v in torch_graph(pattern, n_ops)()]
+        for name, g_ours, g_theirs in zip("xab", ours, theirs):
+            if g_theirs is None:  # a or b is not used by the pattern: no gradient in either
+                assert g_ours is None, f"{pattern}: gradient of {name}"
+                continue
+            np.testing.assert_allclose(g_ours.data, g_theirs.numpy(), rtol=1e-10,
+                                       err_msg=f"{pattern}: gradient of {name}")
+
+
+def print_graph_table(pattern, sizes, repeats):
+    """One row per graph size: dezero_mini with the collector on and off,
+    PyTorch, and the ratios, in µs per op."""
+    print(f"\n{pattern}: forward + backward, µs per op (minimum of {repeats}), "
+          f"collector on as users run, off for comparison")
+    print("      ops | on   (collector's share) | off   | torch | on / torch | off / torch")
+    for n_ops in sizes:
+        runs = [(dezero_graph(pattern, n_ops), "on"), (dezero_graph(pattern, n_ops), "off")]
+        if torch is not None:
+            runs.append((torch_graph(pattern, n_ops), "on"))
+        for fn, _ in runs:
+            fn()  # warm up (and the leaves' gradients are allocated once)
+        timings = time_runs(runs, repeats)
+        on, off = (t.seconds / n_ops * 1e6 for t in timings[:2])
+        row = f"  {n_ops:>7,} | {on:5.2f} ({timings[0].collector_share:4.0%})           | {off:5.2f}"
+        if torch is not None:
+            theirs = timings[2].seconds / n_ops * 1e6
+            row += f" | {theirs:5.2f} | {on / theirs:10.2f} | {off / theirs:11.2f}"
+        print(row)
 
 
 # --- 2. the MLP training step ------------------------------------------------------------
@@ -216,7 +272,7 @@ def dezero_backward_only(n_funcs, repeats):
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
-    parser.add_argument("--ops", type=int, default=999, help="ops in the chain (default 999)")
+    parser.add_argument("--sizes", type=int, nargs="+", help="ops per graph (default 1000 10000 40000 100000)")
     args = parser.parse_args(argv)
     repeats = 5 if args.quick else 31
 
@@ -225,11 +281,10 @@ def main(argv=None):
     if torch is not None:
         check_same_gradients()
 
-    # 1. chain
-    n = args.ops
-    fns = [dezero_chain(n)] + ([torch_chain(n)] if torch is not None else [])
-    print(f"\nchain of {n} element-wise ops on {N_ELEMENTS} float64, forward + backward:")
-    print_comparison(timed(fns, repeats), 1e6 / n, "µs per op")
+    # 1. graphs
+    sizes = (1_000, 10_000, 40_000, 100_000) if args.sizes is None else args.sizes
+    for pattern in PATTERNS:
+        print_graph_table(pattern, sizes, 2 if args.quick else 3)
 
     # 2. MLP
     mlp_repeats = 5 if args.quick else 15

@@ -6,7 +6,10 @@ This is the framework of stage 05 of the course, cleaned up:
   cycle and is freed by reference counting alone (stage 03);
 * ``backward(retain_grad=False)`` drops intermediate gradients as soon as
   they have been used (stage 04);
-* ``no_grad()`` / ``using_config`` switch graph building off (stage 05).
+* ``no_grad()`` / ``using_config`` switch graph building off (stage 05);
+* a number or an array written into a formula (``y * 2 + 1``) is a
+  constant: backward neither computes nor keeps a gradient for it
+  (``Variable.requires_grad`` is False), since nobody could ever read it.
 
 The gradients that backward leaves in ``grad`` are Variables, as in DeZero.
 While it runs, they are plain numpy arrays, and each Function's gradient
@@ -18,6 +21,7 @@ per gradient, which halved the time per operation of this core (measured
 with benchmarks/bench_ops.py against its earlier Variable-only version).
 """
 import contextlib
+import functools
 import heapq
 import itertools
 import threading
@@ -82,7 +86,7 @@ class Variable:
     # instruments. (A subclass without ``__slots__``, such as Parameter, gets
     # a ``__dict__`` back, so it can still take any attribute.)
     __slots__ = ("data", "name", "grad", "creator", "generation", "made_without_graph",
-                 "__weakref__")
+                 "requires_grad", "__weakref__")
     __array_priority__ = 200  # so that ndarray * Variable calls Variable.__rmul__
 
     def __init__(self, data, name=None):
@@ -98,6 +102,13 @@ class Variable:
         # True for the output of a Function called under no_grad(): it has no
         # creator, like a leaf, but backward() on it is a mistake to report.
         self.made_without_graph = False
+        # Whether backward gives this Variable a gradient (and passes one on to
+        # what it was computed from). True for every Variable you make, as in
+        # DeZero; False for the constants that a Function call makes from a
+        # number or an array (``y * 2``, ``x + np.ones(3)``): nobody holds a
+        # name for them, so their gradient could never be read. Set it to
+        # False yourself, as in PyTorch, for an input that needs no gradient.
+        self.requires_grad = True
 
     @property
     def shape(self):
@@ -263,8 +274,8 @@ class Variable:
                 # zip: a backward may return fewer gradients than inputs (a
                 # loss returns none for its labels), as in DeZero.
                 for x, gx in zip(f.inputs, gxs):
-                    if gx is None:
-                        continue  # this input gets no gradient
+                    if gx is None or not x.requires_grad:
+                        continue  # this input gets no gradient (a constant, a loss's labels)
                     data = x.data
                     if gx.__class__ is not kind or gx.shape != data.shape or gx.dtype is not data.dtype:
                         gx = _check_gradient(gx, x, kind, f"{type(f).__name__}.backward")
@@ -343,7 +354,8 @@ _PYTHON_NUMBERS = (bool, int, float, complex)
 
 
 def _as_input(x, inputs):
-    """``x``, an input of a Function call that is not a Variable, as one.
+    """``x``, an input of a Function call that is not a Variable, as a
+    constant: a Variable that needs no gradient (``requires_grad`` False).
 
     The one rule for a Python number that meets Variables (the other
     ``inputs``): it takes the dtype that NumPy gives the same expression on
@@ -355,9 +367,20 @@ def _as_input(x, inputs):
     """
     if type(x) in _PYTHON_NUMBERS:
         dtypes = [v.data.dtype for v in inputs if isinstance(v, Variable)]
-        if dtypes:
-            return Variable(np.asarray(x, dtype=np.result_type(*dtypes, x)))
-    return as_variable(x)
+        constant = Variable(np.array(x, dtype=_weak_result_type(type(x), *dtypes) if dtypes else None))
+    else:
+        constant = Variable(as_array(x))
+    constant.requires_grad = False
+    return constant
+
+
+@functools.lru_cache(maxsize=256)
+def _weak_result_type(number_type, *dtypes):
+    """The dtype of ``dtypes`` meeting a Python number of ``number_type``.
+    Under NEP 50 it depends on the number's type, never on its value, so it
+    is computed once per combination (``np.result_type`` costs more than the
+    rest of a small op)."""
+    return np.result_type(*dtypes, number_type(0))
 
 
 # The errors that a Function's forward or backward may raise on bad input
@@ -537,7 +560,11 @@ class Add(Function):
         return x0 + x1
 
     def backward(self, gy):
-        return _sum_to(gy, self.x0_shape), _sum_to(gy, self.x1_shape)
+        # A constant operand (``y + 1.0``) needs no gradient: not computing
+        # it saves the sum that brings it back to the constant's shape.
+        x0, x1 = self.inputs
+        return (_sum_to(gy, self.x0_shape) if x0.requires_grad else None,
+                _sum_to(gy, self.x1_shape) if x1.requires_grad else None)
 
 
 class Mul(Function):
@@ -548,7 +575,9 @@ class Mul(Function):
 
     def backward(self, gy):
         x0, x1 = self.inputs_like(gy)
-        return _sum_to(gy * x1, x0.shape), _sum_to(gy * x0, x1.shape)
+        needs0, needs1 = self.inputs[0].requires_grad, self.inputs[1].requires_grad  # (see Add)
+        return (_sum_to(gy * x1, x0.shape) if needs0 else None,
+                _sum_to(gy * x0, x1.shape) if needs1 else None)
 
 
 class Neg(Function):
@@ -569,7 +598,9 @@ class Sub(Function):
         return x0 - x1
 
     def backward(self, gy):
-        return _sum_to(gy, self.x0_shape), _sum_to(-gy, self.x1_shape)
+        x0, x1 = self.inputs  # (see Add)
+        return (_sum_to(gy, self.x0_shape) if x0.requires_grad else None,
+                _sum_to(-gy, self.x1_shape) if x1.requires_grad else None)
 
 
 class Div(Function):
@@ -580,9 +611,9 @@ class Div(Function):
 
     def backward(self, gy):
         x0, x1 = self.inputs_like(gy)
-        gx0 = gy / x1
-        gx1 = gy * (-x0 / x1**2)
-        return _sum_to(gx0, x0.shape), _sum_to(gx1, x1.shape)
+        needs0, needs1 = self.inputs[0].requires_grad, self.inputs[1].requires_grad  # (see Add)
+        return (_sum_to(gy / x1, x0.shape) if needs0 else None,
+                _sum_to(gy * (-x0 / x1**2), x1.shape) if needs1 else None)
 
 
 class Pow(Function):

@@ -830,7 +830,8 @@ def test_mixed_precision_gives_the_float64_gradients_in_float32():
     W64 = dz.Variable(W32.data.astype(np.float64))
     (F.sum(F.matmul(x64, W64)) + 0.5 * F.sum(W64**2)).backward()
     np.testing.assert_allclose(W32.grad.data, W64.grad.data, rtol=1e-6, atol=1e-6)
-    # A gradient of the wrong shape is still an error that names the Function.
+    # A gradient of the wrong shape is still an error that names the Function
+    # (for a Variable: a constant's gradient is dropped unread, unchecked).
 
     class WrongShape(dz.Function):
         def forward(self, x):
@@ -841,7 +842,7 @@ def test_mixed_precision_gives_the_float64_gradients_in_float32():
 
     with pytest.raises(ValueError, match=r"^WrongShape.backward: gradient of shape \(1,\) for a Variable of "
                                          r"shape \(3,\)"):
-        F.sum(WrongShape()(np.ones(3, np.float32))).backward()
+        F.sum(WrongShape()(dz.Variable(np.ones(3, np.float32)))).backward()
 
 
 # --- every error names its Function, forward or backward -----------------------------------

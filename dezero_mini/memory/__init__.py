@@ -27,6 +27,9 @@ itself) is measured the same way, on the same training run:
 * ``plot_training`` / ``plot_timeline``: the figures of the lessons.
 * ``reference_graph(names, watched)`` / ``watch(*objects)``: a picture of
   the objects and the references that keep them alive.
+* ``time_runs([(fn, "on"), (fn, "off"), (fn, "frozen")])``: the time of
+  a call with the cyclic collector on, off, and on after ``gc.freeze()``,
+  and the share of it that the collections took.
 * ``disable_output_cache()``: stop IPython's ``Out``/``_`` from keeping
   cell results alive.
 * ``find_leaks()``: around some iterations of the learner's own loop (or
@@ -42,6 +45,7 @@ from dezero_mini.memory.footprint import Footprint, dict_twin, object_footprint
 from dezero_mini.memory.leaks import LeakFinder, LeakReport, find_leaks
 from dezero_mini.memory.notebook import disable_output_cache
 from dezero_mini.memory.plotting import plot_timeline, plot_training
+from dezero_mini.memory.gctime import COLLECTOR_MODES, CollectorTiming, time_runs
 from dezero_mini.memory.inference import measure_inference
 from dezero_mini.memory.probes import trim_heap
 from dezero_mini.memory.recorder import SIGNALS, TrainingRecord, record_training
@@ -51,6 +55,8 @@ from dezero_mini.memory.timeline import Timeline, TimelineEvent, record_step_tim
 from dezero_mini.memory.workload import ResidualStack, Workload, grad_array
 
 __all__ = [
+    "COLLECTOR_MODES",
+    "CollectorTiming",
     "Footprint",
     "dict_twin",
     "object_footprint",
@@ -78,6 +84,7 @@ __all__ = [
     "record_training",
     "reference_graph",
     "stage_label",
+    "time_runs",
     "trim_heap",
     "watch",
 ]

@@ -1,0 +1,124 @@
+"""Constants get no gradient; ``requires_grad`` says which Variables do.
+
+A number or an array written into a formula (``y * 2 + 1``) becomes a
+Variable input of its Function, but nobody holds a name for it, so a
+gradient for it could never be read: backward neither computes it nor keeps
+it. Every Variable the user makes still gets its gradient, as in DeZero,
+unless the user sets its ``requires_grad`` to False, as in PyTorch.
+"""
+import numpy as np
+import pytest
+
+import dezero_mini as dz
+import dezero_mini.functions as F
+
+
+def _constants_of(y):
+    """Every input of y's graph that backward was not asked to differentiate
+    (the graph must have been kept with retain_graph=True)."""
+    found, funcs = [], [y.creator]
+    while funcs:
+        f = funcs.pop()
+        for x in f.inputs:
+            if not x.requires_grad:
+                found.append(x)
+            if x.creator is not None:
+                funcs.append(x.creator)
+    return found
+
+
+def test_a_variable_requires_grad_by_default_as_in_dezero():
+    assert dz.Variable(np.ones(2)).requires_grad
+    assert dz.Parameter(np.ones(2)).requires_grad
+    assert (dz.Variable(np.ones(2)) * 2).requires_grad  # results too
+
+
+@pytest.mark.parametrize("make_formula", [
+    lambda x: x * 2.0 + 1.0,
+    lambda x: 3.0 - x / 2.0,
+    lambda x: 2.0 / x - np.full(3, 0.5) * x,
+    lambda x: F.sum(x * np.arange(3.0)) + 0.5,
+    lambda x: (x + np.ones((2, 3))) * np.float64(1.5),  # a constant that broadcasts x
+])
+def test_constants_hold_no_gradient_after_backward(make_formula):
+    x = dz.Variable(np.array([0.5, 1.5, 2.5]))
+    y = make_formula(x)
+    y.backward(retain_graph=True)  # keep the graph, to look at its constants afterwards
+    constants = _constants_of(y)
+    assert constants, "the formula has constants"
+    assert all(c.grad is None for c in constants)
+    assert x.grad is not None
+
+
+@pytest.mark.parametrize("op", ["add", "sub", "mul", "div"])
+@pytest.mark.parametrize("constant_first", [False, True])
+def test_the_formula_computes_no_gradient_for_a_constant(op, constant_first):
+    """Not only dropped: never computed (a constant that x broadcasts would
+    cost a sum_to for nothing)."""
+    x = dz.Variable(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    c = np.array(2.0)
+    fn = {"add": dz.core.add, "sub": dz.core.sub, "mul": dz.core.mul, "div": dz.core.div}[op]
+    y = fn(c, x) if constant_first else fn(x, c)
+    grads = y.creator.backward(np.ones((2, 2)))
+    assert grads[0 if constant_first else 1] is None
+    assert grads[1 if constant_first else 0].shape == (2, 2)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_gradients_of_the_users_variables_are_unchanged(seed):
+    """The same formula with its constants made Variables by the user (which
+    then get gradients, as in DeZero) gives every other Variable the same
+    gradient, bit for bit."""
+    rng = np.random.RandomState(seed)
+    x0, w0, c0 = rng.rand(4, 3) + 0.5, rng.rand(3) + 0.5, rng.rand(3) + 0.5
+
+    def formula(x, w, c, k):
+        h = F.tanh(x * w + c) * k - c / (x + k)
+        return F.sum(h ** 2 + F.exp(-h) * w)
+
+    x, w = dz.Variable(x0), dz.Variable(w0)
+    formula(x, w, c0, 0.7).backward()
+    x_ref, w_ref = dz.Variable(x0), dz.Variable(w0)
+    c_ref, k_ref = dz.Variable(c0), dz.Variable(np.array(0.7))
+    formula(x_ref, w_ref, c_ref, k_ref).backward()
+    np.testing.assert_array_equal(x.grad.data, x_ref.grad.data)
+    np.testing.assert_array_equal(w.grad.data, w_ref.grad.data)
+    assert c_ref.grad is not None and k_ref.grad is not None  # DeZero's behaviour kept
+
+
+def test_double_backprop_through_constants():
+    x = dz.Variable(np.array([1.0, 2.0]))
+    y = x * x * 3.0 + 1.0
+    y.backward(create_graph=True)
+    gx = x.grad  # 6x, a Variable with a graph
+    np.testing.assert_allclose(gx.data, [6.0, 12.0])
+    x.cleargrad()
+    F.sum(gx).backward()
+    np.testing.assert_allclose(x.grad.data, [6.0, 6.0])
+
+
+def test_a_function_of_constants_only_runs_backward_without_error():
+    y = F.exp(np.array([0.0, 1.0]))
+    y.backward(retain_graph=True)
+    assert y.creator.inputs[0].grad is None
+
+
+def test_requires_grad_false_on_a_users_variable():
+    """As in PyTorch: an input that needs no gradient (the data of a batch,
+    a frozen weight) gets none; the others are unchanged."""
+    x, w = dz.Variable(np.array([1.0, 2.0])), dz.Variable(np.array([3.0, 4.0]))
+    x.requires_grad = False
+    F.sum(x * w).backward()
+    assert x.grad is None
+    np.testing.assert_array_equal(w.grad.data, [1.0, 2.0])
+
+
+def test_requires_grad_false_on_a_result_stops_the_gradient_there():
+    """A computed Variable that needs no gradient passes none on to what it
+    was computed from (as detach() would)."""
+    x = dz.Variable(np.array([1.0, 2.0]))
+    h = x * 2.0
+    h.requires_grad = False
+    F.sum(h * x).backward()
+    np.testing.assert_array_equal(x.grad.data, [2.0, 4.0])  # through the second factor only
+    assert h.grad is None
