@@ -153,6 +153,8 @@ def _label(r, child, ignore):
         frame = getattr(r, frame_attr) if frame_attr else r
         if frame is None:
             return None
+        if frame is child:  # Python 3.10: the generator's frame is an object of its own
+            return f".{frame_attr}"
         local_names = frame.f_locals
         ignore.add(id(local_names))  # a snapshot that also refers to the locals
         for name, value in local_names.items():
