@@ -10,7 +10,9 @@ Usage, as in DeZero::
 
 Every update works on the arrays in place (``param.data -= ...``), outside
 any graph: an update builds no Function and no Variable, so it adds nothing
-to memory whatever ``Config.enable_backprop`` says.
+to memory whatever ``Config.enable_backprop`` says. And it works on blocks
+of rows (``blocks``), so that the temporaries of a formula such as
+``lr * grad`` are the size of a block, not of the whole weight.
 """
 import math
 import weakref
@@ -19,6 +21,26 @@ import numpy as np
 
 from dezero_mini import leak_warning
 from dezero_mini.core import Config, Variable
+
+
+#: How many elements the temporaries of an update hold at most (512 KiB of
+#: float64). ``W -= lr * grad`` on a whole 4096x4096 float32 weight first
+#: makes ``lr * grad``, 64 MiB, next to the gradients that backward has just
+#: made: the peak of a training step. Block by block, the same arithmetic
+#: (element-wise, so the results are the same to the bit) needs a block.
+BLOCK_ELEMENTS = 1 << 16
+
+
+def blocks(*arrays):
+    """Views of ``arrays`` (all of one shape), a block of rows at a time;
+    writing into a view writes into its array. One block when they are small."""
+    first = arrays[0]
+    if first.ndim == 0 or first.size <= BLOCK_ELEMENTS:
+        yield arrays
+        return
+    rows = max(1, BLOCK_ELEMENTS * first.shape[0] // first.size)
+    for start in range(0, first.shape[0], rows):
+        yield tuple(array[start:start + rows] for array in arrays)
 
 
 class Optimizer:
@@ -98,7 +120,8 @@ class SGD(Optimizer):
         self.lr = lr
 
     def update_one(self, param):
-        param.data -= self.lr * param.grad.data
+        for w, grad in blocks(param.data, param.grad.data):
+            w -= self.lr * grad
 
 
 class MomentumSGD(Optimizer):
@@ -111,10 +134,10 @@ class MomentumSGD(Optimizer):
         self.momentum = momentum
 
     def update_one(self, param):
-        v = self._slot(param, "v")
-        v *= self.momentum
-        v -= self.lr * param.grad.data
-        param.data += v
+        for w, grad, v in blocks(param.data, param.grad.data, self._slot(param, "v")):
+            v *= self.momentum
+            v -= self.lr * grad
+            w += v
 
 
 class AdaGrad(Optimizer):
@@ -127,10 +150,9 @@ class AdaGrad(Optimizer):
         self.eps = eps
 
     def update_one(self, param):
-        grad = param.grad.data
-        h = self._slot(param, "h")
-        h += grad * grad
-        param.data -= self.lr * grad / (np.sqrt(h) + self.eps)
+        for w, grad, h in blocks(param.data, param.grad.data, self._slot(param, "h")):
+            h += grad * grad
+            w -= self.lr * grad / (np.sqrt(h) + self.eps)
 
 
 class Adam(Optimizer):
@@ -157,12 +179,12 @@ class Adam(Optimizer):
         return self.alpha * math.sqrt(correction2) / correction1
 
     def update_one(self, param):
-        grad = param.grad.data
-        m = self._slot(param, "m")
-        v = self._slot(param, "v")
-        m += (1 - self.beta1) * (grad - m)
-        v += (1 - self.beta2) * (grad * grad - v)
-        param.data -= self.lr * m / (np.sqrt(v) + self.eps)
+        lr = self.lr  # a property: computed once per parameter, not per block
+        arrays = param.data, param.grad.data, self._slot(param, "m"), self._slot(param, "v")
+        for w, grad, m, v in blocks(*arrays):
+            m += (1 - self.beta1) * (grad - m)
+            v += (1 - self.beta2) * (grad * grad - v)
+            w -= lr * m / (np.sqrt(v) + self.eps)
 
 
 # --- Hooks --------------------------------------------------------------------------------
@@ -212,15 +234,15 @@ class AdaDelta(Optimizer):
         self.eps = eps
 
     def update_one(self, param):
-        grad = param.grad.data
-        msg = self._slot(param, "msg")
-        msdx = self._slot(param, "msdx")
-        msg *= self.rho
-        msg += (1 - self.rho) * grad * grad
-        dx = np.sqrt((msdx + self.eps) / (msg + self.eps)) * grad
-        msdx *= self.rho
-        msdx += (1 - self.rho) * dx * dx
-        param.data -= dx
+        arrays = (param.data, param.grad.data, self._slot(param, "msg"),
+                  self._slot(param, "msdx"))
+        for w, grad, msg, msdx in blocks(*arrays):
+            msg *= self.rho
+            msg += (1 - self.rho) * grad * grad
+            dx = np.sqrt((msdx + self.eps) / (msg + self.eps)) * grad
+            msdx *= self.rho
+            msdx += (1 - self.rho) * dx * dx
+            w -= dx
 
 
 class RMSProp(Optimizer):
@@ -234,11 +256,10 @@ class RMSProp(Optimizer):
         self.eps = eps
 
     def update_one(self, param):
-        grad = param.grad.data
-        ms = self._slot(param, "ms")
-        ms *= self.rho
-        ms += (1 - self.rho) * grad * grad
-        param.data -= self.lr * grad / (np.sqrt(ms) + self.eps)
+        for w, grad, ms in blocks(param.data, param.grad.data, self._slot(param, "ms")):
+            ms *= self.rho
+            ms += (1 - self.rho) * grad * grad
+            w -= self.lr * grad / (np.sqrt(ms) + self.eps)
 
 
 class FreezeParam:

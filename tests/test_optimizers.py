@@ -206,3 +206,64 @@ def test_hooks_see_only_parameters_with_a_gradient():
     optimizer.add_hook(lambda params: seen.append([id(p) for p in params]))
     step(model, optimizer)
     assert seen == [[id(model.w)]]
+
+
+# --- Updates block by block: the same numbers, a small temporary -----------------------
+ALL_OPTIMIZERS = {
+    "SGD": lambda: optimizers.SGD(lr=0.1),
+    "MomentumSGD": lambda: optimizers.MomentumSGD(lr=0.05),
+    "AdaGrad": lambda: optimizers.AdaGrad(lr=0.5),
+    "Adam": lambda: optimizers.Adam(alpha=0.1),
+    "AdaDelta": lambda: optimizers.AdaDelta(),
+    "RMSProp": lambda: optimizers.RMSProp(lr=0.01),
+}
+
+
+class OneWeight(Layer):
+    def __init__(self, shape, dtype):
+        super().__init__()
+        self.W = Parameter(np.random.RandomState(0).randn(*shape).astype(dtype))
+
+
+def three_updates(optimizer, shape, dtype=np.float32):
+    """W after three updates with fixed gradients."""
+    model = OneWeight(shape, dtype)
+    optimizer.setup(model)
+    rng = np.random.RandomState(1)
+    for _ in range(3):
+        model.W.grad = Variable(rng.randn(*shape).astype(dtype))
+        optimizer.update()
+    return model.W.data
+
+
+@pytest.mark.parametrize("name", ALL_OPTIMIZERS)
+def test_a_blocked_update_gives_the_numbers_of_a_whole_array_update(name, monkeypatch):
+    shape = (300, 517)  # more elements than a block, rows that do not divide evenly
+    assert np.prod(shape) > optimizers.BLOCK_ELEMENTS
+    blocked = three_updates(ALL_OPTIMIZERS[name](), shape)
+    monkeypatch.setattr(optimizers, "BLOCK_ELEMENTS", 10**9)  # one block: the whole array
+    whole = three_updates(ALL_OPTIMIZERS[name](), shape)
+    np.testing.assert_array_equal(blocked, whole)
+
+
+@pytest.mark.parametrize("name", ALL_OPTIMIZERS)
+def test_an_update_makes_no_temporary_the_size_of_the_weight(name, gc_disabled):
+    import tracemalloc
+
+    shape = (1024, 1024)  # 4 MiB of float32
+    optimizer = ALL_OPTIMIZERS[name]()
+    model = OneWeight(shape, np.float32)
+    optimizer.setup(model)
+    model.W.grad = Variable(np.ones(shape, np.float32))
+    optimizer.update()  # the state arrays (momentum, averages) are made on the first update
+    tracemalloc.start()
+    optimizer.update()
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    weight_bytes = model.W.data.nbytes
+    assert peak < weight_bytes / 4, f"{name}: update peak {peak} B for a {weight_bytes} B weight"
+
+
+def test_blocks_of_small_and_zero_dimensional_arrays_are_the_arrays():
+    for array in (np.zeros(()), np.zeros(5), np.zeros((0, 3))):
+        assert [part[0] is array for part in optimizers.blocks(array)] == [True]
