@@ -45,6 +45,13 @@ class Measurement:
     expected: str
     measured: str
 
+    @classmethod
+    def from_problems(cls, problems, expected, otherwise="as expected"):
+        """Passed when ``problems`` (sentences, each one thing that was wrong)
+        is empty; measured: the problems, or ``otherwise`` when there are none."""
+        return cls(passed=not problems, expected=expected,
+                   measured="; ".join(problems) or otherwise)
+
 
 @dataclass(frozen=True)
 class Contract:

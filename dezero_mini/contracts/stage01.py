@@ -100,10 +100,10 @@ def _leaf_gradients(module):
 def leaf_gradients_are_right(module):
     """backward() leaves the right gradients on the leaves, also when a Variable is used twice."""
     problems = _leaf_gradients(module)
-    return Measurement(
-        passed=not problems,
+    return Measurement.from_problems(
+        problems,
         expected="W.grad and x.grad equal the chain rule by hand",
-        measured="; ".join(problems) or "equal")
+        otherwise="equal")
 
 
 @STAGE.contract(hint="""

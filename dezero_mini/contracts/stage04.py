@@ -35,9 +35,9 @@ def drops_intermediate_gradients(module):
     leaves = [name for name, v in (("x", x), ("W", W)) if v.grad is None]
     problems = ([f"still set: {', '.join(kept)}"] if kept else []) + (
         [f"lost by the leaves: {', '.join(leaves)}"] if leaves else [])
-    return Measurement(passed=not problems,
-                       expected="h.grad, s.grad, loss.grad None; x.grad, W.grad set",
-                       measured="; ".join(problems) or "as expected")
+    return Measurement.from_problems(
+        problems,
+        expected="h.grad, s.grad, loss.grad None; x.grad, W.grad set")
 
 
 @STAGE.contract(hint="""

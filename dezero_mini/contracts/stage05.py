@@ -74,9 +74,9 @@ def no_grad_builds_no_graph(module):
         problems.append(f"{holding} Functions kept inputs or outputs")
     if alive:
         problems.append(f"{alive} of {len(called.seen)} Functions still alive")
-    return Measurement(passed=not problems,
-                       expected="no creator; no Function keeps inputs/outputs or stays alive",
-                       measured="; ".join(problems) or "as expected")
+    return Measurement.from_problems(
+        problems,
+        expected="no creator; no Function keeps inputs/outputs or stays alive")
 
 
 @STAGE.contract(hint="""

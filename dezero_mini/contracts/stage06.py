@@ -108,10 +108,9 @@ def frees_saved_inputs_during_backward(module):
                 [f"still alive: {', '.join(still)}"] if still else [])
     if not has_grad:
         problems.append("x.grad is None")
-    return Measurement(
-        passed=not problems,
-        expected="exp's and square's outputs freed before the first op's backward; x.grad set",
-        measured="; ".join(problems) or "as expected")
+    return Measurement.from_problems(
+        problems,
+        expected="exp's and square's outputs freed before the first op's backward; x.grad set")
 
 
 def freed_during_backward(module):
@@ -176,13 +175,13 @@ def backward_peak_below_stage05(module):
             problems.append(f"{higher} of {len(b05) - 3} samples from the third op on not lower")
         if saved < ACTIVATIONS:
             problems.append(f"together {format_bytes(saved)} lower")
-    return Measurement(
-        passed=not problems,
+    return Measurement.from_problems(
+        problems,
         expected=f"peak < stage 05's {format_bytes(before.backward_peak)}; lower at every "
                  f"sample from the third op of backward on, by >= {format_bytes(ACTIVATIONS)} "
                  "together",
-        measured="; ".join(problems) or f"peak {format_bytes(after.backward_peak)}, lower at "
-                                         f"every sample, by {format_bytes(saved)} together")
+        otherwise=f"peak {format_bytes(after.backward_peak)}, lower at every sample, by "
+                  f"{format_bytes(saved)} together")
 
 
 def _second_backward_error(loss, again):
@@ -220,11 +219,10 @@ def second_backward_is_a_clear_error(module):
     shared = _second_backward_error(b, b.backward)  # it reaches exp, which a's backward freed
     problems = ([f"loss.backward() twice: {same_loss}"] if same_loss else []) + (
         [f"b.backward() after a.backward() through a shared exp: {shared}"] if shared else [])
-    return Measurement(
-        passed=not problems,
+    return Measurement.from_problems(
+        problems,
         expected="RuntimeError whose message says the graph was 'freed' by an earlier "
-                 "'backward' and names 'retain_graph=True', for both",
-        measured="; ".join(problems) or "as expected")
+                 "'backward' and names 'retain_graph=True', for both")
 
 
 @STAGE.contract(hint="""
@@ -252,11 +250,10 @@ def retain_graph_allows_a_second_backward(module):
                             "did not raise RuntimeError")
         except RuntimeError:
             pass
-    return Measurement(
-        passed=not problems,
+    return Measurement.from_problems(
+        problems,
         expected="three equal x.grad (retain_graph=True, True, then the default), then "
-                 "RuntimeError",
-        measured="; ".join(problems) or "as expected")
+                 "RuntimeError")
 
 
 @STAGE.contract(hint="""
@@ -280,10 +277,9 @@ def parameters_keep_data_and_gradients(module):
             problems.append(f"parameter {i}: grad {'None' if grad is None else grad.shape}")
         if p.creator is not None:
             problems.append(f"parameter {i}: has a creator")
-    return Measurement(
-        passed=not problems,
-        expected="every parameter: the same data, a gradient of its shape, no creator",
-        measured="; ".join(problems) or "as expected")
+    return Measurement.from_problems(
+        problems,
+        expected="every parameter: the same data, a gradient of its shape, no creator")
 
 
 @STAGE.contract(hint="""

@@ -62,11 +62,10 @@ def detach_shares_the_array_and_has_no_graph(module):
                 problems.append("the detached Variable got no gradient (it is a leaf now)")
             if y.grad is not None:
                 problems.append("the original Variable got a gradient")
-    return Measurement(
-        passed=not problems,
+    return Measurement.from_problems(
+        problems,
         expected="d is not y, d.data is y.data, d.creator None; sum(d * x).backward() gives "
-                 "x.grad == exp(x), d.grad set, y.grad None",
-        measured="; ".join(problems) or "as expected")
+                 "x.grad == exp(x), d.grad set, y.grad None")
 
 
 @STAGE.contract(hint="""
@@ -99,8 +98,7 @@ def item_gives_a_python_number(module):
         if not re.search(r"item: .* shape \(2,\)", str(error)):
             problems.append(f"item() of two elements: ValueError {str(error)!r} does not "
                             "say 'item: ' and then name the shape (2,)")
-    return Measurement(
-        passed=not problems,
+    return Measurement.from_problems(
+        problems,
         expected="2.5 (float), 3.0 (float), 3 (int); float() gives 4.0; two elements: "
-                 "ValueError 'item: ... shape (2,) ...'",
-        measured="; ".join(problems) or "as expected")
+                 "ValueError 'item: ... shape (2,) ...'")

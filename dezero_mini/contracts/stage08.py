@@ -110,10 +110,9 @@ def keeps_shapes_not_arrays(module):
             continue
         if not np.allclose(array(x.grad), expected[text]):
             problems.append(f"{text}: x.grad is not {expected[text]}")
-    return Measurement(
-        passed=not problems,
-        expected="h's array freed once the user drops h; x.grad right after backward",
-        measured="; ".join(problems) or "as expected")
+    return Measurement.from_problems(
+        problems,
+        expected="h's array freed once the user drops h; x.grad right after backward")
 
 
 @STAGE.contract(hint="""
@@ -146,10 +145,9 @@ def exp_sigmoid_tanh_keep_their_output(module):
             continue
         if not np.allclose(array(x.grad), 2 * derivative(2 * x.data)):
             problems.append(f"{name}: x.grad is wrong")
-    return Measurement(
-        passed=not problems,
-        expected="the input's array freed, the output's kept, x.grad right, for all three",
-        measured="; ".join(problems) or "as expected")
+    return Measurement.from_problems(
+        problems,
+        expected="the input's array freed, the output's kept, x.grad right, for all three")
 
 
 def _every_builtin(module):
@@ -257,10 +255,9 @@ def check_names_what_is_never_read(module):
         elif cls.__name__ not in str(error) or not re.search(pattern, str(error)):
             problems.append(f"{cls.__name__}: the message {str(error)!r} does not name the "
                             f"class and {value}")
-    return Measurement(
-        passed=not problems,
-        expected=expected,
-        measured="; ".join(problems) or "as expected")
+    return Measurement.from_problems(
+        problems,
+        expected=expected)
 
 
 def _elu_class(module, sometimes):
@@ -312,10 +309,9 @@ def reads_sometimes_is_honoured(module):
                 elif not should_raise and not np.allclose(
                         array(x.grad), np.where(x.data > 0, 1.0, np.exp(x.data))):
                     problems.append(f"{case}: x.grad is wrong")
-    return Measurement(
-        passed=not problems,
-        expected=expected,
-        measured="; ".join(problems) or "as expected")
+    return Measurement.from_problems(
+        problems,
+        expected=expected)
 
 
 #: The standard workload's graph holds, on stage 07, the pre-activation of each
