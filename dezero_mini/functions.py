@@ -596,6 +596,7 @@ class Max(Function):
 
 
 class Min(Max):
+    __slots__ = ()
     _reduce = staticmethod(np.min)
 
 
