@@ -98,4 +98,4 @@ def test_unchain_backward_and_drawing_after_a_freeing_backward():
     y.backward()
     y.unchain_backward()  # nothing left to cut: not an error
     text = utils.get_dot_graph(y)
-    assert "inputs freed by backward" in text
+    assert "(freed by backward)" in text
