@@ -496,6 +496,9 @@ def test_leaks_finds_total_loss_and_exits_1(capsys, tmp_path):
     assert out.count("=== dezero_mini leaks") == 2
     assert "live Variables and Functions have grown at each of the last 5" in out
     assert "held by total_loss.creator.next_functions[" in out
+    # One link a Function: not the list of edges and the edge in between.
+    assert "      .next_functions[0][0]  Add" in out and "tuple of 2" not in out
+    assert "the graph links Functions, not the Variables between them" in out
     assert "(total_loss: a global of train.py)" in out
     assert "objects and" in out and "per iteration" in out
 
