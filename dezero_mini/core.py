@@ -265,7 +265,8 @@ class Variable:
 
         def send(node, index, g):
             """Add ``g`` to the gradient that waits for output ``index`` of the
-            Function ``node``, or, with index None, for the Variable ``node``."""
+            Function ``node``, or, with index None, for the Variable ``node``
+            (called for every edge: the framework's own cost on every op)."""
             if index is None:
                 if node.creator is None:  # a leaf keeps its gradient
                     held = leaf_grads.get(node)
@@ -276,7 +277,8 @@ class Variable:
             if gys is None:
                 gys = grads[node] = [None] * len(node.outputs)
                 heappush(pending, (-node.generation, next(order), node))
-            gys[index] = g if gys[index] is None else gys[index] + g
+            held = gys[index]
+            gys[index] = g if held is None else held + g
 
         send(*_edge_to_creator(self), self.grad if create_graph else self.grad.data)
         check_saved = Config.check_saved
@@ -316,15 +318,15 @@ class Variable:
                     gxs = (gxs,)
                 # zip: a backward may return fewer gradients than inputs (a
                 # loss returns none for its labels), as in DeZero.
-                inputs = f.inputs  # the Variables of a Function written DeZero's way, or None
-                for k, (edge, gx) in enumerate(zip(edges, gxs)):
+                # (f.inputs: the Variables of a Function written DeZero's way)
+                for edge, gx, x in zip(edges, gxs, f.inputs or _NO_INPUTS):
                     if gx is None or edge is None:
                         continue  # this input gets no gradient (a constant, a loss's labels)
                     node, index = edge
                     # The Variable that receives it, when it is still there: its
                     # array gives the shape and dtype the gradient must have.
-                    x = inputs[k] if inputs is not None else (
-                        node if index is None else node.outputs[index]())
+                    if x is None:
+                        x = node if index is None else node.outputs[index]()
                     if x is not None:
                         data = x.data
                         if gx.__class__ is not kind or gx.shape != data.shape or gx.dtype is not data.dtype:
@@ -571,9 +573,31 @@ class Function:
         # numbers (``x * 2``) go through _as_input, which makes constants.
         inputs = [x if isinstance(x, Variable) else _as_input(x, inputs) for x in inputs]
         build = Config.enable_backprop
-        # Where each input's gradient goes, known before forward runs, so that
-        # forward can keep only what the gradients that are needed will read.
-        self.next_functions = [_edge(x) for x in inputs] if build else None
+        if build:
+            # Where each input's gradient goes, known before forward runs, so
+            # that forward can keep only what the gradients that are needed
+            # read: None when it needs none; (x, None) for a leaf, and for a
+            # Variable made by a Function written DeZero's way (whose backward
+            # may read its outputs, as in DeZero: the Function that uses them
+            # keeps them); else (creator, output index), without the Variable.
+            # One loop for that and the generation: it is the framework's own
+            # cost on every op.
+            edges, generation = [], 0
+            for x in inputs:
+                if x.generation > generation:
+                    generation = x.generation
+                creator = x.creator
+                if not x.requires_grad:
+                    edges.append(None)
+                elif creator is None or creator.saves is None:
+                    edges.append((x, None))
+                elif len(creator.outputs) == 1:
+                    edges.append((creator, 0))
+                else:
+                    edges.append((creator, creator.outputs.index(weakref.ref(x))))
+            self.next_functions, self.generation = edges, generation
+        else:
+            self.next_functions = None
         try:
             ys = self.forward(*[x.data for x in inputs])
         except _NAMED_ERRORS as e:
@@ -588,8 +612,6 @@ class Function:
             # overhead on every operation.
             output = Variable(ys if type(ys) is np.ndarray else _output_array(self, ys))
             if build:  # only backward needs the graph
-                # (max() without default=: the keyword costs as much as the rest)
-                self.generation = max([x.generation for x in inputs]) if inputs else 0
                 output.creator = self
                 output.generation = self.generation + 1
                 if self.saves is None:
@@ -601,7 +623,6 @@ class Function:
 
         outputs = [Variable(y if type(y) is np.ndarray else _output_array(self, y)) for y in ys]
         if build:
-            self.generation = max([x.generation for x in inputs]) if inputs else 0
             for output in outputs:
                 output.creator = self
                 output.generation = self.generation + 1
@@ -647,19 +668,7 @@ class Function:
         raise NotImplementedError(f"{type(self).__name__}.backward")
 
 
-def _edge(x):
-    """Where backward sends the gradient of the input ``x``: None when it
-    needs none; ``(x, None)`` for a leaf, and for a Variable made by a
-    Function written DeZero's way (whose backward may read its outputs, as
-    in DeZero: the Function that uses them keeps them); else ``(creator,
-    output index)``, without the Variable."""
-    if not x.requires_grad:
-        return None
-    creator = x.creator
-    if creator is None or creator.saves is None:
-        return (x, None)
-    outputs = creator.outputs
-    return (creator, 0 if len(outputs) == 1 else outputs.index(weakref.ref(x)))
+_NO_INPUTS = itertools.repeat(None)  # zipped with the edges of a Function that keeps no inputs
 
 
 def _edge_to_creator(x):
