@@ -1,15 +1,22 @@
 """The core of dezero_mini: Variable, Function, the graph switches, arithmetic.
 
-This is the framework of stage 05 of the course, cleaned up:
+This is the framework of stage 08 of the course, cleaned up:
 
 * ``Function.outputs`` are weak references, so a graph has no reference
   cycle and is freed by reference counting alone (stage 03);
 * ``backward(retain_grad=False)`` drops intermediate gradients as soon as
   they have been used (stage 04);
 * ``no_grad()`` / ``using_config`` switch graph building off (stage 05);
+* backward frees what each Function kept as soon as its backward has run
+  (``retain_graph=False``, stage 06); ``detach()`` and ``item()`` (stage 07);
+* the graph links Functions (``next_functions``), not the Variables between
+  them, and each Function keeps only what its backward reads, named in
+  ``saves`` (its ``__slots__``); ``Config.check_saved`` checks it (stage 08);
 * a number or an array written into a formula (``y * 2 + 1``) is a
   constant: backward neither computes nor keeps a gradient for it
-  (``Variable.requires_grad`` is False), since nobody could ever read it.
+  (``Variable.requires_grad`` is False), since nobody could ever read it,
+  and a Function keeps nothing for a gradient that is not needed
+  (``y * 2.0`` keeps the number, not y's array).
 
 The gradients that backward leaves in ``grad`` are Variables, as in DeZero.
 While it runs, they are plain numpy arrays, and each Function's gradient
