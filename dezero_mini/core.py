@@ -1,15 +1,22 @@
 """The core of dezero_mini: Variable, Function, the graph switches, arithmetic.
 
-This is the framework of stage 05 of the course, cleaned up:
+This is the framework of stage 08 of the course, cleaned up:
 
 * ``Function.outputs`` are weak references, so a graph has no reference
   cycle and is freed by reference counting alone (stage 03);
 * ``backward(retain_grad=False)`` drops intermediate gradients as soon as
   they have been used (stage 04);
 * ``no_grad()`` / ``using_config`` switch graph building off (stage 05);
+* backward frees what each Function kept as soon as its backward has run
+  (``retain_graph=False``, stage 06); ``detach()`` and ``item()`` (stage 07);
+* the graph links Functions (``next_functions``), not the Variables between
+  them, and each Function keeps only what its backward reads, named in
+  ``saves`` (its ``__slots__``); ``Config.check_saved`` checks it (stage 08);
 * a number or an array written into a formula (``y * 2 + 1``) is a
   constant: backward neither computes nor keeps a gradient for it
-  (``Variable.requires_grad`` is False), since nobody could ever read it.
+  (``Variable.requires_grad`` is False), since nobody could ever read it,
+  and a Function keeps nothing for a gradient that is not needed
+  (``y * 2.0`` keeps the number, not y's array).
 
 The gradients that backward leaves in ``grad`` are Variables, as in DeZero.
 While it runs, they are plain numpy arrays, and each Function's gradient
@@ -24,6 +31,8 @@ import contextlib
 import functools
 import heapq
 import itertools
+import os
+import re
 import threading
 import weakref
 
@@ -45,6 +54,10 @@ class _Config(threading.local):
     enable_backprop = True  # build the graph that backward needs
     train = True  # layers such as dropout behave differently at test time
     warn_leaks = setting_from_environment()  # N: warn when the graph grows N updates in a row
+    # Run every backward on a stand-in that notes what it reads, and raise when
+    # a Function holds an input or a saved value that its backward never read
+    # (stage 08 of the course; PaddlePaddle's unused-input check).
+    check_saved = os.environ.get("DEZERO_MINI_CHECK_SAVED") == "1"
 
 
 Config = _Config()
@@ -167,14 +180,30 @@ class Variable:
         return float(self.item())
 
     def unchain_backward(self):
-        """Cut every creator link behind this Variable, freeing the graph."""
+        """Cut the graph behind this Variable: every Function behind it lets go
+        of the Functions before it, and the Variables still alive that those
+        made become leaves (as DeZero's, for truncated backpropagation)."""
         funcs = [self.creator] if self.creator is not None else []
+        seen = set()
         while funcs:
             f = funcs.pop()
-            for x in f.inputs or ():  # None: backward has freed it already
-                if x.creator is not None:
-                    funcs.append(x.creator)
-                    x.unchain()
+            if f in seen or f.next_functions is None:
+                continue
+            seen.add(f)
+            edges = []
+            for edge in f.next_functions:
+                if edge is not None and edge[1] is not None:  # a Function: cut it off
+                    creator, index = edge
+                    funcs.append(creator)
+                    x = creator.outputs[index]()
+                    edge = None if x is None else (x, None)  # the Variable, a leaf now
+                    if x is not None:
+                        x.unchain()
+                elif edge is not None and edge[0].creator is not None:
+                    funcs.append(edge[0].creator)  # (made by a Function written DeZero's way)
+                    edge[0].unchain()
+                edges.append(edge)
+            f.next_functions = edges
 
     def backward(self, retain_grad=False, create_graph=False, retain_graph=None):
         """Compute the gradient of this Variable with respect to every
@@ -220,92 +249,114 @@ class Variable:
         if self.creator is None:
             return  # a leaf: its gradient is its own grad, nothing to propagate
 
-        # The gradients on their way through the graph, by Variable. In an
-        # ordinary pass they are plain numpy arrays: nothing will ever
-        # differentiate them, so wrapping each in a Variable, and each
-        # product of a backward formula in a Function, would be work for
-        # nothing. With create_graph they are Variables, so that every step
-        # of the backward pass becomes a node of a new graph. The leaves get
-        # Variables either way, at the end (DeZero's ``x.grad.data``).
+        # The gradients on their way through the graph. In an ordinary pass
+        # they are plain numpy arrays: nothing will ever differentiate them,
+        # so wrapping each in a Variable, and each product of a backward
+        # formula in a Function, would be work for nothing. With create_graph
+        # they are Variables, so that every step of the backward pass becomes
+        # a node of a new graph. The leaves get Variables either way, at the
+        # end (DeZero's ``x.grad.data``).
         kind = Variable if create_graph else np.ndarray
-        grads = {self: self.grad if create_graph else self.grad.data}
-
-        # A heap ordered by generation (newest first) visits each Function
+        # The graph links Functions (``next_functions``), not the Variables
+        # between them, which may be gone: the gradients wait by Function,
+        # one per output, until the Function runs; the leaves' by Variable.
+        grads, leaf_grads = {}, {}
+        # A heap ordered by generation (newest first) runs each Function
         # once, after every Function that uses its outputs: O(log n) a push.
         # The counter breaks ties between Functions of the same generation in
         # the order they were reached, so that the gradients are summed in
         # the same order on every run (floating-point sums depend on it).
         order = itertools.count()
-        pending = [(-self.creator.generation, 0, self.creator)]
-        seen = {self.creator}
+        pending = []
         heappush, heappop = heapq.heappush, heapq.heappop  # local names: looked up once
+
+        def send(node, index, g):
+            """Add ``g`` to the gradient that waits for output ``index`` of the
+            Function ``node``, or, with index None, for the Variable ``node``
+            (called for every edge: the framework's own cost on every op)."""
+            if index is None:
+                if node.creator is None:  # a leaf keeps its gradient
+                    held = leaf_grads.get(node)
+                    leaf_grads[node] = g if held is None else held + g
+                    return
+                node, index = _edge_to_creator(node)  # made by a Function written DeZero's way
+            gys = grads.get(node)
+            if gys is None:
+                gys = grads[node] = [None] * len(node.outputs)
+                heappush(pending, (-node.generation, next(order), node))
+            held = gys[index]
+            gys[index] = g if held is None else held + g
+
+        send(*_edge_to_creator(self), self.grad if create_graph else self.grad.data)
+        check_saved = Config.check_saved
 
         # The backward pass builds a graph only when asked to (create_graph).
         # One switch for the whole pass, restored even if a backward raises,
         # rather than a ``with using_config(...)`` block for every Function.
         enable_backprop = Config.enable_backprop
         Config.enable_backprop = create_graph
+        f = None
         try:
             while pending:
                 f = heappop(pending)[2]
-                if f.inputs is None:
+                edges = f.next_functions
+                if edges is None:
                     raise RuntimeError(
-                        f"backward: {type(f).__name__} has already let go of its inputs: an "
-                        "earlier backward() went through this graph and freed it, to save "
-                        "memory. Call backward(retain_graph=True) the first time if you need "
-                        "to go through the graph a second time (or to read a Function's "
-                        "inputs after backward)."
+                        f"backward: {type(f).__name__} has already let go of its inputs and of "
+                        "what its backward reads: an earlier backward() went through this graph and freed it, to "
+                        "save memory. Call backward(retain_graph=True) the first time if you "
+                        "need to go through the graph a second time (or to read a Function's "
+                        "saved values after backward)."
                     )
-                # Each output's gradient leaves ``grads`` as it is used: with
-                # retain_grad=False nothing else holds it, so it is freed as
-                # soon as the loop moves on to the next Function.
-                if len(f.outputs) == 1:  # the common case, without list comprehensions
-                    ys = (f.outputs[0](),)
-                    gys = (grads.pop(ys[0], None),)
-                else:
-                    ys = [ref() for ref in f.outputs]
-                    gys = [grads.pop(y, None) for y in ys]  # None: no gradient (or y is gone)
-                if create_graph or f.array_backward:
-                    gxs = f.backward(*gys)
-                else:  # a Function written for DeZero: its backward expects Variables
-                    gxs = f.backward(*[None if g is None else Variable(as_array(g)) for g in gys])
+                # The outputs' gradients leave ``grads`` as they are used: with
+                # retain_grad=False nothing else holds them, so each is freed
+                # as soon as the loop moves on.
+                gys = grads.pop(f)
+                if retain_grad:
+                    for ref, gy in zip(f.outputs, gys):
+                        y = ref()
+                        if y is not None and gy is not None:
+                            y.grad = gy if create_graph else Variable(as_array(gy))
+                if not (create_graph or f.array_backward):  # written for DeZero: Variables
+                    gys = [None if g is None else Variable(as_array(g)) for g in gys]
+                lifted = _lift_saved(f) if create_graph and f._lift else None
+                gxs = _backward_checked(f, gys) if check_saved else f.backward(*gys)
                 if not isinstance(gxs, tuple):
                     gxs = (gxs,)
                 # zip: a backward may return fewer gradients than inputs (a
                 # loss returns none for its labels), as in DeZero.
-                for x, gx in zip(f.inputs, gxs):
-                    if gx is None or not x.requires_grad:
+                # (f.inputs: the Variables of a Function written DeZero's way)
+                for edge, gx, x in zip(edges, gxs, f.inputs or _NO_INPUTS):
+                    if gx is None or edge is None:
                         continue  # this input gets no gradient (a constant, a loss's labels)
-                    data = x.data
-                    if gx.__class__ is not kind or gx.shape != data.shape or gx.dtype is not data.dtype:
-                        gx = _check_gradient(gx, x, kind, f"{type(f).__name__}.backward")
-                    g = grads.get(x)
-                    if g is not None:
-                        grads[x] = g + gx  # x is used more than once: the gradients add up
-                        continue
-                    grads[x] = gx
-                    creator = x.creator
-                    if creator is not None and creator not in seen:
-                        seen.add(creator)
-                        heappush(pending, (-creator.generation, next(order), creator))
+                    node, index = edge
+                    # The Variable that receives it, when it is still there: its
+                    # array gives the shape and dtype the gradient must have.
+                    if x is None:
+                        x = node if index is None else node.outputs[index]()
+                    if x is not None:
+                        data = x.data
+                        if gx.__class__ is not kind or gx.shape != data.shape or gx.dtype is not data.dtype:
+                            gx = _check_gradient(gx, x, kind, f"{type(f).__name__}.backward")
+                    elif gx.__class__ is not kind:
+                        gx = _as_gradient(gx, kind, f"{type(f).__name__}.backward")
+                    send(node, index, gx)
                 if not retain_graph:
-                    # Its backward has run: nothing will read its inputs again. The
-                    # outputs that still need a gradient are keys of ``grads``.
-                    f.inputs = None
-                if retain_grad:  # (otherwise the gradients were only ever in ``grads``)
-                    for y, gy in zip(ys, gys):
-                        if y is not None and gy is not None:
-                            y.grad = gy if create_graph else Variable(as_array(gy))
-            # What is left in ``grads`` belongs to the leaves (every other
-            # Variable's gradient was used by its creator). A leaf adds it to
-            # the gradient it may already have, as in DeZero and PyTorch.
+                    f.release()  # its backward has run: what it saved for it can go
+                elif lifted:
+                    _restore_saved(f, lifted)
+                gys = gxs = lifted = None  # would keep the last arrays alive while the next Function runs
+            # The leaves add their gradients to those they may already have, as
+            # in DeZero and PyTorch.
             if not retain_grad:
                 self.grad = None  # the seed was used like any other output gradient
-            for x, g in grads.items():
+            for x, g in leaf_grads.items():
                 if kind is np.ndarray:
                     g = Variable(as_array(g))  # (0-d arithmetic gives numpy scalars)
                 x.grad = g if x.grad is None else x.grad + g
         except _NAMED_ERRORS as e:
+            if f is None:
+                raise
             _raise_named(e, type(f).__name__, f"{type(f).__name__}.backward")
         finally:
             Config.enable_backprop = enable_backprop
@@ -347,7 +398,11 @@ def as_array(x, array_module=np):
 
 def as_variable(obj):
     """Wrap an array or a scalar in a Variable; leave Variables alone."""
-    return obj if isinstance(obj, Variable) else Variable(as_array(obj))
+    if isinstance(obj, Variable):
+        return obj
+    if isinstance(obj, _WatchedInput):  # the check mode's stand-in for an input
+        return obj._read()
+    return Variable(as_array(obj))
 
 
 _PYTHON_NUMBERS = (bool, int, float, complex)
@@ -365,6 +420,8 @@ def _as_input(x, inputs):
     float32 result (and its gradients) into float64. NumPy scalars
     (``np.float64(2)``) and arrays keep their own dtype, as in NumPy.
     """
+    if isinstance(x, _WatchedInput):  # the check mode's stand-in for an input Variable
+        return x._read()
     if type(x) in _PYTHON_NUMBERS:
         dtypes = [v.data.dtype for v in inputs if isinstance(v, Variable)]
         constant = Variable(np.array(x, dtype=_weak_result_type(type(x), *dtypes) if dtypes else None))
@@ -421,6 +478,17 @@ def _output_array(func, y):
     )
 
 
+def _as_gradient(gx, kind, where):
+    """``gx`` in ``kind`` (``np.ndarray`` or ``Variable``), when the Variable
+    it is for is gone, so that only its type can be checked."""
+    if isinstance(gx, Variable):
+        return gx if kind is Variable else gx.data
+    if isinstance(gx, (np.ndarray, np.generic)):
+        array = np.asarray(gx)
+        return array if kind is np.ndarray else Variable(array)
+    raise TypeError(f"{where}: a gradient must be a Variable or a numpy array, got {type(gx).__name__}")
+
+
 def _check_gradient(gx, x, kind, where):
     """The gradient ``gx`` for the Variable ``x``, checked and given in
     ``kind`` (``np.ndarray`` or ``Variable``): an array is wrapped, a Variable
@@ -460,27 +528,83 @@ class Function:
     ``backward``, which turns the gradients of the outputs into those of the
     inputs.
 
-    ``backward`` receives Variables, as in DeZero, so that it can itself be
-    differentiated. A Function whose class sets ``array_backward = True`` (all
-    of dezero_mini's) receives plain numpy arrays instead in an ordinary
-    backward pass, and Variables only with ``create_graph=True``. Its formula
-    is written once for both: operators (``gy * x``, ``gy @ W.T``) and methods
-    (``gy.sum(...)``, ``gy.reshape(...)``) that arrays and Variables share,
-    with the inputs and output read through ``inputs_like(gy)`` and
-    ``output_like(gy)``, which give them in the same kind as ``gy``.
+    The graph links Functions, not the Variables between them: each Function
+    keeps ``next_functions``, where each input's gradient goes: ``(creator,
+    output index)`` for a computed Variable, ``(variable, None)`` for a leaf
+    (which keeps its gradient), None for an input that needs no gradient (a
+    constant). So a Variable that the user lets go of is freed at once, even
+    while the graph it belongs to lives (stage 08 of the course).
+
+    What a Function keeps for its backward is named in one place, as in
+    PyTorch's ``save_for_backward``:
+
+    * ``saves``: the attributes that ``forward`` sets and ``backward`` reads,
+      also the class's ``__slots__`` (so the object has no ``__dict__``).
+      Such a Function keeps no input Variable, and its ``backward`` receives
+      plain numpy arrays in an ordinary pass (``array_backward``). With
+      ``backward(create_graph=True)`` it receives Variables, and the saved
+      arrays named in ``saved_from`` (``{"x": "inputs[0]", "y":
+      "outputs[0]"}``) are given back as the Variables of the graph they came
+      from, so that the formula, written once, builds a graph too.
+    * ``saves = None`` (the default): DeZero's way. The Function keeps its
+      input Variables in ``self.inputs``, and its backward receives Variables
+      (unless its class sets ``array_backward = True``).
+
+    ``Config.check_saved`` (or ``DEZERO_MINI_CHECK_SAVED=1``) runs each
+    backward on a stand-in that notes what it reads, and raises when a
+    Function holds an input or a saved value that its backward never read;
+    ``reads_sometimes`` lists the values read on some paths only.
     """
 
-    # The attributes that the graph needs, in slots (see Variable). Subclasses
-    # that store more in ``forward`` (shapes, masks) get a ``__dict__`` for
-    # those automatically, since they do not declare ``__slots__`` themselves.
-    __slots__ = ("inputs", "outputs", "generation", "__weakref__")
+    # The attributes that the graph needs, in slots (see Variable). A subclass
+    # that declares no ``__slots__`` (one written DeZero's way) gets a
+    # ``__dict__`` back, so it can keep any attribute.
+    __slots__ = ("generation", "next_functions", "outputs", "__weakref__")
 
+    saves = None  # None: DeZero's way, keep self.inputs (every input Variable)
+    saved_from = {}  # saved array -> "inputs[i]" / "outputs[i]", for create_graph
+    reads_sometimes = ()  # saved values (or "inputs[i]") that backward reads on some paths only
+    inputs = None  # set on a Function written DeZero's way
     array_backward = False  # DeZero's contract: backward gets Variables
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "array_backward" not in vars(cls) and cls.saves is not None:
+            cls.array_backward = True  # it names what it saves: its backward reads arrays
+        # saved_from, parsed once per class: (attribute, True for an output, index)
+        cls._lift = tuple((name, source.startswith("outputs"), int(re.search(r"\d+", source)[0]))
+                          for name, source in cls.saved_from.items())
 
     def __call__(self, *inputs):
         # Inputs are Variables in almost every call; only arrays and Python
-        # numbers (``x * 2``) go through as_variable.
+        # numbers (``x * 2``) go through _as_input, which makes constants.
         inputs = [x if isinstance(x, Variable) else _as_input(x, inputs) for x in inputs]
+        build = Config.enable_backprop
+        if build:
+            # Where each input's gradient goes, known before forward runs, so
+            # that forward can keep only what the gradients that are needed
+            # read: None when it needs none; (x, None) for a leaf, and for a
+            # Variable made by a Function written DeZero's way (whose backward
+            # may read its outputs, as in DeZero: the Function that uses them
+            # keeps them); else (creator, output index), without the Variable.
+            # One loop for that and the generation: it is the framework's own
+            # cost on every op.
+            edges, generation = [], 0
+            for x in inputs:
+                if x.generation > generation:
+                    generation = x.generation
+                creator = x.creator
+                if not x.requires_grad:
+                    edges.append(None)
+                elif creator is None or creator.saves is None:
+                    edges.append((x, None))
+                elif len(creator.outputs) == 1:
+                    edges.append((creator, 0))
+                else:
+                    edges.append((creator, creator.outputs.index(weakref.ref(x))))
+            self.next_functions, self.generation = edges, generation
+        else:
+            self.next_functions = None
         try:
             ys = self.forward(*[x.data for x in inputs])
         except _NAMED_ERRORS as e:
@@ -494,41 +618,53 @@ class Function:
             # loops of the general case below: it is the framework's own
             # overhead on every operation.
             output = Variable(ys if type(ys) is np.ndarray else _output_array(self, ys))
-            if Config.enable_backprop:  # only backward needs the graph
-                # (max() without default=: the keyword costs as much as the rest)
-                self.generation = max([x.generation for x in inputs]) if inputs else 0
+            if build:  # only backward needs the graph
                 output.creator = self
                 output.generation = self.generation + 1
-                self.inputs = inputs
+                if self.saves is None:
+                    self.inputs = inputs  # DeZero's way: keep them all, read or not
                 self.outputs = [weakref.ref(output)]  # weak: no cycle (stage 03)
             else:
                 output.made_without_graph = True  # so that backward() can explain
             return output
 
         outputs = [Variable(y if type(y) is np.ndarray else _output_array(self, y)) for y in ys]
-        if Config.enable_backprop:
-            self.generation = max([x.generation for x in inputs]) if inputs else 0
+        if build:
             for output in outputs:
                 output.creator = self
                 output.generation = self.generation + 1
-            self.inputs = inputs
+            if self.saves is None:
+                self.inputs = inputs
             self.outputs = [weakref.ref(output) for output in outputs]
         else:
             for output in outputs:
                 output.made_without_graph = True
         return outputs
 
+    def release(self):
+        """Let go of everything backward needed: the saved values, the input
+        Variables of a Function written DeZero's way, and the Functions
+        behind (backward calls it once this Function's backward has run,
+        unless retain_graph)."""
+        self.next_functions = None
+        if self.saves is None:
+            self.inputs = None
+        else:
+            for name in self.saves:
+                setattr(self, name, None)
+
     def inputs_like(self, gy):
-        """The inputs, in the kind of the gradient ``gy``: their arrays in an
-        ordinary backward pass, the Variables themselves when the pass builds
-        a graph (so that the formula becomes part of it)."""
+        """The input Variables of a Function written DeZero's way, in the kind
+        of the gradient ``gy``: their arrays in an ordinary backward pass,
+        the Variables themselves when the pass builds a graph."""
         if isinstance(gy, Variable):
             return self.inputs
         return [x.data for x in self.inputs]
 
     def output_like(self, gy):
-        """The (first) output, in the kind of ``gy`` (see inputs_like). Alive
-        whenever its gradient is being computed: ``gy`` came from its user."""
+        """The (first) output, in the kind of ``gy`` (see inputs_like), while
+        a Variable holds it (a Function written DeZero's way keeps the
+        Variables it reads, so its inputs are alive)."""
         y = self.outputs[0]()
         return y if isinstance(gy, Variable) else y.data
 
@@ -537,6 +673,166 @@ class Function:
 
     def backward(self, *gys):
         raise NotImplementedError(f"{type(self).__name__}.backward")
+
+
+_NO_INPUTS = itertools.repeat(None)  # zipped with the edges of a Function that keeps no inputs
+
+
+def _edge_to_creator(x):
+    """``(creator, output index)`` of a Variable that has a creator."""
+    outputs = x.creator.outputs
+    return x.creator, 0 if len(outputs) == 1 else outputs.index(weakref.ref(x))
+
+
+# --- create_graph: the saved arrays back in the graph, as Variables -------------------
+def _lift_saved(f):
+    """Before a backward that builds a graph: replace each saved array of
+    ``f`` named in ``saved_from`` by a Variable of the graph it came from (the
+    input's or output's Variable if someone still holds it, else a new one
+    with the same array and creator, as PyTorch unpacks its saved tensors).
+    Returns the arrays, to put back after (see _restore_saved)."""
+    lifted = {}
+    for name, is_output, index in f._lift:
+        array = getattr(f, name, None)
+        if array is None or isinstance(array, Variable):
+            continue
+        lifted[name] = array
+        if is_output:
+            variable = _variable_of(f, index, array)
+        else:
+            edge = f.next_functions[index]
+            if edge is None:  # a constant
+                variable = Variable(array)
+                variable.requires_grad = False
+            elif edge[1] is None:  # a leaf (or a Variable made DeZero's way)
+                variable = edge[0]
+            else:
+                variable = _variable_of(edge[0], edge[1], array)
+        setattr(f, name, variable)
+    return lifted
+
+
+def _variable_of(creator, index, array):
+    """Output ``index`` of ``creator``: the Variable if it is alive, else a
+    new one (same array, same creator), which takes the dead one's place."""
+    variable = creator.outputs[index]()
+    if variable is None:
+        variable = Variable(array)
+        variable.creator, variable.generation = creator, creator.generation + 1
+        creator.outputs[index] = weakref.ref(variable)
+    return variable
+
+
+def _restore_saved(f, lifted):
+    """The saved arrays back in place of the Variables of _lift_saved (the
+    graph is kept for another backward, which may not build a graph)."""
+    for name, array in lifted.items():
+        setattr(f, name, array)
+
+
+# --- The check mode: does each Function hold only what its backward reads? ----------------
+class _WatchedInput:
+    """Stands for an input Variable during a checked backward; notes what is
+    read (only its shape, or more). Used in a formula (``gy * x``,
+    ``F.exp(x)``), it is the Variable itself."""
+
+    __array_ufunc__ = None  # ndarray * stand-in: numpy leaves it to __rmul__
+
+    def __init__(self, variable, name, reads):
+        self._variable, self._name, self._reads = variable, name, reads
+
+    def __getattr__(self, attribute):
+        only_shape = attribute in ("shape", "ndim", "size", "dtype")
+        self._reads[self._name] = self._reads.get(self._name, True) and only_shape
+        return getattr(self._variable, attribute)
+
+    def _read(self):
+        self._reads[self._name] = False
+        return self._variable
+
+    # Arithmetic on the stand-in reads the Variable itself (``gy * x``).
+    def __mul__(self, other):
+        return self._read() * other
+
+    def __rmul__(self, other):
+        return other * self._read()
+
+    def __add__(self, other):
+        return self._read() + other
+
+    def __radd__(self, other):
+        return other + self._read()
+
+    def __sub__(self, other):
+        return self._read() - other
+
+    def __rsub__(self, other):
+        return other - self._read()
+
+    def __truediv__(self, other):
+        return self._read() / other
+
+    def __rtruediv__(self, other):
+        return other / self._read()
+
+    def __pow__(self, other):
+        return self._read() ** other
+
+    def __neg__(self):
+        return -self._read()
+
+    def __matmul__(self, other):
+        return self._read() @ other
+
+    def __rmatmul__(self, other):
+        return other @ self._read()
+
+
+class _WatchedFunction:
+    """Stands for a Function during its backward and notes which saved values
+    (attributes named in ``saves``) and which inputs it reads."""
+
+    def __init__(self, function, reads):
+        object.__setattr__(self, "_function", function)
+        object.__setattr__(self, "_reads", reads)
+
+    def __getattr__(self, name):
+        value = getattr(self._function, name)
+        if name == "inputs" and value is not None:
+            return [_WatchedInput(x, f"inputs[{i}]", self._reads) for i, x in enumerate(value)]
+        if name in (self._function.saves or ()):
+            self._reads[name] = False  # read, and not just for its shape
+        if callable(value) and getattr(value, "__self__", None) is self._function:
+            return value.__func__.__get__(self)  # its own methods read through the stand-in
+        return value
+
+
+def _held_values(f):
+    """What ``f`` keeps for its backward: the names of its non-empty saved
+    values, or inputs[i] for each input of a Function written DeZero's way."""
+    if f.saves is None:
+        return [f"inputs[{i}]" for i in range(len(f.inputs or ()))]
+    return [name for name in f.saves if getattr(f, name, None) is not None]
+
+
+def _backward_checked(f, gys):
+    """``f.backward(*gys)``, run on a stand-in that notes what it reads; raises
+    RuntimeError naming the Function and what it holds without reading."""
+    reads = {}  # name -> True when only the shape was read
+    gxs = type(f).backward(_WatchedFunction(f, reads), *gys)
+    held = [name for name in _held_values(f) if name not in f.reads_sometimes]
+    unread = [name for name in held if name not in reads]
+    shape_only = [name for name in held if reads.get(name) is True]
+    if unread or shape_only:
+        problems = ([f"holds {', '.join(unread)} that its backward never reads"] if unread
+                    else []) + ([f"holds the arrays of {', '.join(shape_only)} but its "
+                                 "backward reads only their shapes"] if shape_only else [])
+        raise RuntimeError(
+            f"check_saved: {type(f).__name__} {'; '.join(problems)}. Keep only what "
+            "backward reads (name it in saves and set it in forward); if a value is read "
+            "only on some paths, list it in reads_sometimes."
+        )
+    return gxs
 
 
 # --- Arithmetic, with broadcasting ------------------------------------------------------
@@ -552,36 +848,52 @@ def _sum_to(gx, shape):
     return utils.sum_to(gx, shape)
 
 
+# A binary Function keeps, for each input that needs a gradient, only what
+# that gradient reads (in PyTorch, ``needs_input_grad``): ``y * 2.0`` keeps the
+# number, not y's array. ``next_functions`` is None for an input that needs
+# none; it is unset when forward is called on its own (keep everything then).
+_BOTH = (True, True)
+
+
 class Add(Function):
-    array_backward = True
+    __slots__ = saves = ("x0_shape", "x1_shape")  # shapes, not arrays: to undo broadcasting
 
     def forward(self, x0, x1):
-        self.x0_shape, self.x1_shape = x0.shape, x1.shape
+        to_x0, to_x1 = getattr(self, "next_functions", None) or _BOTH
+        if to_x0 is not None:
+            self.x0_shape = x0.shape
+        if to_x1 is not None:
+            self.x1_shape = x1.shape
         return x0 + x1
 
     def backward(self, gy):
         # A constant operand (``y + 1.0``) needs no gradient: not computing
         # it saves the sum that brings it back to the constant's shape.
-        x0, x1 = self.inputs
-        return (_sum_to(gy, self.x0_shape) if x0.requires_grad else None,
-                _sum_to(gy, self.x1_shape) if x1.requires_grad else None)
+        to_x0, to_x1 = self.next_functions
+        return (_sum_to(gy, self.x0_shape) if to_x0 is not None else None,
+                _sum_to(gy, self.x1_shape) if to_x1 is not None else None)
 
 
 class Mul(Function):
-    array_backward = True
+    __slots__ = saves = ("x0", "x1", "x0_shape", "x1_shape")
+    saved_from = {"x0": "inputs[0]", "x1": "inputs[1]"}
 
     def forward(self, x0, x1):
+        to_x0, to_x1 = getattr(self, "next_functions", None) or _BOTH
+        if to_x0 is not None:  # x0's gradient is gy * x1
+            self.x1, self.x0_shape = x1, x0.shape
+        if to_x1 is not None:  # x1's gradient is gy * x0
+            self.x0, self.x1_shape = x0, x1.shape
         return x0 * x1
 
     def backward(self, gy):
-        x0, x1 = self.inputs_like(gy)
-        needs0, needs1 = self.inputs[0].requires_grad, self.inputs[1].requires_grad  # (see Add)
-        return (_sum_to(gy * x1, x0.shape) if needs0 else None,
-                _sum_to(gy * x0, x1.shape) if needs1 else None)
+        to_x0, to_x1 = self.next_functions
+        return (_sum_to(gy * self.x1, self.x0_shape) if to_x0 is not None else None,
+                _sum_to(gy * self.x0, self.x1_shape) if to_x1 is not None else None)
 
 
 class Neg(Function):
-    array_backward = True
+    __slots__ = saves = ()  # nothing: -gy needs no input
 
     def forward(self, x):
         return -x
@@ -591,67 +903,89 @@ class Neg(Function):
 
 
 class Sub(Function):
-    array_backward = True
+    __slots__ = saves = ("x0_shape", "x1_shape")
 
     def forward(self, x0, x1):
-        self.x0_shape, self.x1_shape = x0.shape, x1.shape
+        to_x0, to_x1 = getattr(self, "next_functions", None) or _BOTH
+        if to_x0 is not None:
+            self.x0_shape = x0.shape
+        if to_x1 is not None:
+            self.x1_shape = x1.shape
         return x0 - x1
 
     def backward(self, gy):
-        x0, x1 = self.inputs  # (see Add)
-        return (_sum_to(gy, self.x0_shape) if x0.requires_grad else None,
-                _sum_to(-gy, self.x1_shape) if x1.requires_grad else None)
+        to_x0, to_x1 = self.next_functions  # (see Add)
+        return (_sum_to(gy, self.x0_shape) if to_x0 is not None else None,
+                _sum_to(-gy, self.x1_shape) if to_x1 is not None else None)
 
 
 class Div(Function):
-    array_backward = True
+    __slots__ = saves = ("x0", "x1", "x0_shape", "x1_shape")
+    saved_from = {"x0": "inputs[0]", "x1": "inputs[1]"}
 
     def forward(self, x0, x1):
+        to_x0, to_x1 = getattr(self, "next_functions", None) or _BOTH
+        self.x1 = x1  # both gradients read it
+        if to_x0 is not None:  # gy / x1
+            self.x0_shape = x0.shape
+        if to_x1 is not None:  # -gy x0 / x1^2
+            self.x0, self.x1_shape = x0, x1.shape
         return x0 / x1
 
     def backward(self, gy):
-        x0, x1 = self.inputs_like(gy)
-        needs0, needs1 = self.inputs[0].requires_grad, self.inputs[1].requires_grad  # (see Add)
-        return (_sum_to(gy / x1, x0.shape) if needs0 else None,
-                _sum_to(gy * (-x0 / x1**2), x1.shape) if needs1 else None)
+        to_x0, to_x1 = self.next_functions
+        x1 = self.x1
+        return (_sum_to(gy / x1, self.x0_shape) if to_x0 is not None else None,
+                _sum_to(gy * (-self.x0 / x1**2), self.x1_shape) if to_x1 is not None else None)
 
 
 class Pow(Function):
     """``x ** c`` for a constant exponent ``c`` (a number), as in DeZero."""
 
-    array_backward = True
+    __slots__ = ("c", "x")
+    saves = ("x",)
+    saved_from = {"x": "inputs[0]"}
 
     def __init__(self, c):
         self.c = c
 
     def forward(self, x):
+        if np.any(self.c):  # x ** 0 is 1 everywhere: its gradient reads nothing
+            self.x = x
         return x**self.c
 
     def backward(self, gy):
-        if not np.any(self.c):  # x ** 0 is 1 everywhere: the formula below would give 0 * inf at x = 0
+        if not np.any(self.c):  # the formula below would give 0 * inf at x = 0
             return _zeros_like(gy)
-        (x,) = self.inputs_like(gy)
-        return self.c * x ** (self.c - 1) * gy
+        return self.c * self.x ** (self.c - 1) * gy
 
 
 class Power(Function):
     """``x ** c`` where the exponent is a Variable or an array (``x ** y``,
     ``2.0 ** x``): both the base and the exponent get a gradient."""
 
-    array_backward = True
+    __slots__ = saves = ("x", "c", "y")
+    saved_from = {"x": "inputs[0]", "c": "inputs[1]", "y": "outputs[0]"}
 
     def forward(self, x, c):
-        return x**c
+        self.x, self.c = x, c
+        self.y = x**c
+        return self.y
 
     def backward(self, gy):
-        x, c = self.inputs_like(gy)
-        x_data, c_data = self.inputs[0].data, self.inputs[1].data
+        x, c = self.x, self.c
+        x_data, c_data = _data(x), _data(c)
         # Where the formulas give 0 * inf, the derivative is 0 (as in
         # PyTorch): d/dx where c == 0, d/dc where x == 0 and c >= 0.
         with np.errstate(divide="ignore", invalid="ignore"):  # log of x < 0 is nan, as in PyTorch
             gx = gy * c * _replace(x, c_data == 0, 1) ** (c - 1)
-            gc = gy * self.output_like(gy) * _log(_replace(x, (x_data == 0) & (c_data >= 0), 1))
+            gc = gy * self.y * _log(_replace(x, (x_data == 0) & (c_data >= 0), 1))
         return _sum_to(gx, x_data.shape), _sum_to(gc, c_data.shape)
+
+
+def _data(x):
+    """The array behind a Variable, or the array itself."""
+    return x.data if isinstance(x, Variable) else x
 
 
 def _replace(x, mask, value):
@@ -685,7 +1019,8 @@ class Cast(Function):
     Backward uses it to give a gradient its input's dtype when the pass
     builds a graph (create_graph=True)."""
 
-    array_backward = True
+    __slots__ = ("dtype", "x_dtype")
+    saves = ("x_dtype",)
 
     def __init__(self, dtype):
         self.dtype = np.dtype(dtype)

@@ -10,12 +10,14 @@ gradient of their own.
 
 Memory notes, since this is a course about memory:
 
-* a Function keeps its inputs (``self.inputs``) only while a graph is built;
-  what else it stores on ``self`` in ``forward`` lives as long as the graph, so
-  forwards store shapes and small masks, never intermediate arrays;
-* functions whose derivative is easiest in terms of the output (exp, tanh,
-  sigmoid, softmax) read it through the weak reference ``self.outputs[0]``
-  (``output_like``): the output is alive whenever its gradient is computed;
+* a Function keeps only what its backward reads, named in its ``saves``
+  (also its ``__slots__``) and set in ``forward`` (stage 08 of the course):
+  shapes for sums, reshapes and broadcasts, a mask of one byte an element
+  for relu, clip, max and dropout, the output for exp, tanh, sigmoid and
+  softmax (their derivatives are easiest in terms of it), the inputs for
+  products; never an input Variable, so a Variable the user lets go of is
+  freed at once;
+* ``Config.check_saved`` checks it: every Function here passes;
 * ``linear`` and ``softmax_cross_entropy`` are single Functions, so the graph
   holds neither ``x @ W`` nor the probabilities between forward and backward.
 """
@@ -65,6 +67,7 @@ def _apply(function, *xs):
     arrays (there is no graph to build), the whole Function on Variables."""
     if isinstance(xs[0], Variable):
         return function(*xs)
+    function.next_functions = None  # no graph: nothing to link, everything to keep
     return function.forward(*xs)
 
 
@@ -86,67 +89,79 @@ def _broadcast_to(x, shape):
 
 # --- Element-wise -----------------------------------------------------------------
 class Square(Function):
-    array_backward = True
+    __slots__ = saves = ("x",)
+    saved_from = {"x": "inputs[0]"}
 
     def forward(self, x):
+        self.x = x
         return x**2
 
     def backward(self, gy):
-        (x,) = self.inputs_like(gy)
+        x = self.x
         return _const(2, x) * x * gy
 
 
 class Exp(Function):
-    array_backward = True
+    __slots__ = saves = ("y",)  # the output, not the input: exp is its own derivative
+    saved_from = {"y": "outputs[0]"}
 
     def forward(self, x):
-        return np.exp(x)
+        self.y = np.exp(x)
+        return self.y
 
     def backward(self, gy):
-        return gy * self.output_like(gy)
+        return gy * self.y
 
 
 class Log(Function):
-    array_backward = True
+    __slots__ = saves = ("x",)
+    saved_from = {"x": "inputs[0]"}
 
     def forward(self, x):
+        self.x = x
         return np.log(x)
 
     def backward(self, gy):
-        (x,) = self.inputs_like(gy)
+        x = self.x
         return gy / x
 
 
 class Sin(Function):
-    array_backward = True
+    __slots__ = saves = ("x",)
+    saved_from = {"x": "inputs[0]"}
 
     def forward(self, x):
+        self.x = x
         return np.sin(x)
 
     def backward(self, gy):
-        (x,) = self.inputs_like(gy)
+        x = self.x
         return gy * _cos(x)
 
 
 class Cos(Function):
-    array_backward = True
+    __slots__ = saves = ("x",)
+    saved_from = {"x": "inputs[0]"}
 
     def forward(self, x):
+        self.x = x
         return np.cos(x)
 
     def backward(self, gy):
-        (x,) = self.inputs_like(gy)
+        x = self.x
         return gy * -_sin(x)
 
 
 class Tanh(Function):
-    array_backward = True
+    __slots__ = saves = ("y",)  # the output: tanh' = 1 - y^2
+    saved_from = {"y": "outputs[0]"}
 
     def forward(self, x):
-        return np.tanh(x)
+        self.y = np.tanh(x)
+        return self.y
 
     def backward(self, gy):
-        y = self.output_like(gy)
+        y = self.y
         return gy * (_const(1, y) - y * y)
 
 
@@ -156,44 +171,48 @@ class Sigmoid(Function):
     is -40). The form ``0.5 + 0.5 tanh(x / 2)`` loses it: ``tanh`` rounds to
     -1 there, and 0.5 - 0.5 cancels to 0."""
 
-    array_backward = True
+    __slots__ = saves = ("y",)  # the output: sigmoid' = y (1 - y)
+    saved_from = {"y": "outputs[0]"}
 
     def forward(self, x):
         with np.errstate(over="ignore"):  # e^-x is inf below -709 (float64), and 1 / inf the right 0
-            return 1 / (1 + np.exp(-x))
+            self.y = 1 / (1 + np.exp(-x))
+        return self.y
 
     def backward(self, gy):
-        y = self.output_like(gy)
+        y = self.y
         return gy * y * (_const(1, y) - y)
 
 
 class ReLU(Function):
-    array_backward = True
+    __slots__ = saves = ("mask",)  # one byte an element, not the input's array
 
     def forward(self, x):
+        self.mask = x > 0
         return np.maximum(x, 0).astype(x.dtype, copy=False)
 
     def backward(self, gy):
-        (x,) = self.inputs
-        return gy * (x.data > 0)
+        return gy * self.mask
 
 
 class LeakyReLU(Function):
-    array_backward = True
+    __slots__ = ("slope", "mask")
+    saves = ("mask",)
 
     def __init__(self, slope):
         self.slope = slope
 
     def forward(self, x):
-        return np.where(x > 0, x, x * self.slope).astype(x.dtype, copy=False)
+        self.mask = x > 0
+        return np.where(self.mask, x, x * self.slope).astype(x.dtype, copy=False)
 
     def backward(self, gy):
-        (x,) = self.inputs
-        return gy * np.where(x.data > 0, 1.0, self.slope).astype(gy.dtype, copy=False)
+        return gy * np.where(self.mask, 1.0, self.slope).astype(gy.dtype, copy=False)
 
 
 class Clip(Function):
-    array_backward = True
+    __slots__ = ("x_min", "x_max", "inside")
+    saves = ("inside",)  # where the gradient passes: one byte an element
 
     def __init__(self, x_min, x_max):
         if x_min is not None and x_max is not None and np.any(np.asarray(x_min) > np.asarray(x_max)):
@@ -201,16 +220,16 @@ class Clip(Function):
         self.x_min, self.x_max = x_min, x_max
 
     def forward(self, x):
+        inside = np.ones(x.shape, dtype=bool)
+        if self.x_min is not None:
+            inside &= x >= self.x_min
+        if self.x_max is not None:
+            inside &= x <= self.x_max
+        self.inside = inside
         return np.clip(x, self.x_min, self.x_max)
 
     def backward(self, gy):
-        (x,) = self.inputs
-        inside = np.ones(x.shape, dtype=bool)
-        if self.x_min is not None:
-            inside &= x.data >= self.x_min
-        if self.x_max is not None:
-            inside &= x.data <= self.x_max
-        return gy * inside
+        return gy * self.inside
 
 
 def square(x):
@@ -256,7 +275,9 @@ def clip(x, x_min, x_max):
 
 # --- Softmax ----------------------------------------------------------------------
 class Softmax(Function):
-    array_backward = True
+    __slots__ = ("axis", "y")
+    saves = ("y",)
+    saved_from = {"y": "outputs[0]"}
 
     def __init__(self, axis=1):
         self.axis = axis
@@ -264,31 +285,36 @@ class Softmax(Function):
     def forward(self, x):
         self.axis = utils.normalize_axes(self.axis, x.ndim)
         if x.size == 0:
-            return np.exp(x)  # nothing to normalise (and max() of nothing is an error)
+            self.y = np.exp(x)
+            return self.y  # nothing to normalise (and max() of nothing is an error)
         # (asarray: for a 0-d x numpy gives a scalar, which has no out=)
         y = np.asarray(x - x.max(axis=self.axis, keepdims=True))  # exp() cannot overflow
         np.exp(y, out=y)
         y /= y.sum(axis=self.axis, keepdims=True)
+        self.y = y
         return y
 
     def backward(self, gy):
-        y = self.output_like(gy)
+        y = self.y
         gx = y * gy
         return gx - y * gx.sum(axis=self.axis, keepdims=True)
 
 
 class LogSoftmax(Function):
-    array_backward = True
+    __slots__ = ("axis", "y")
+    saves = ("y",)
+    saved_from = {"y": "outputs[0]"}
 
     def __init__(self, axis=1):
         self.axis = axis
 
     def forward(self, x):
         self.axis = utils.normalize_axes(self.axis, x.ndim)
-        return x - utils.logsumexp(x, self.axis)
+        self.y = x - utils.logsumexp(x, self.axis)
+        return self.y
 
     def backward(self, gy):
-        y = self.output_like(gy)
+        y = self.y
         return gy - _exp(y) * gy.sum(axis=self.axis, keepdims=True)
 
 
@@ -302,7 +328,8 @@ def log_softmax(x, axis=1):
 
 # --- Shapes -----------------------------------------------------------------------
 class Reshape(Function):
-    array_backward = True
+    __slots__ = ("shape", "x_shape")
+    saves = ("x_shape",)
 
     def __init__(self, shape):
         self.shape = shape
@@ -316,7 +343,8 @@ class Reshape(Function):
 
 
 class Transpose(Function):
-    array_backward = True
+    __slots__ = ("axes",)
+    saves = ()
 
     def __init__(self, axes=None):
         self.axes = axes
@@ -347,7 +375,8 @@ def _is_basic_index(slices):
 
 
 class GetItem(Function):
-    array_backward = True
+    __slots__ = ("slices", "x_shape")
+    saves = ("x_shape",)
 
     def __init__(self, slices):
         self.slices = slices
@@ -367,7 +396,8 @@ class GetItemGrad(Function):
     """The gradient of ``x[slices]``: ``gy`` scatter-added into zeros of
     ``x``'s shape (an element selected twice gets both gradients)."""
 
-    array_backward = True
+    __slots__ = ("slices", "in_shape")
+    saves = ()
 
     def __init__(self, slices, in_shape):
         self.slices, self.in_shape = slices, in_shape
@@ -385,7 +415,8 @@ class GetItemGrad(Function):
 
 
 class BroadcastTo(Function):
-    array_backward = True
+    __slots__ = ("shape", "x_shape")
+    saves = ("x_shape",)
 
     def __init__(self, shape):
         self.shape = shape
@@ -399,7 +430,8 @@ class BroadcastTo(Function):
 
 
 class SumTo(Function):
-    array_backward = True
+    __slots__ = ("shape", "x_shape")
+    saves = ("x_shape",)
 
     def __init__(self, shape):
         self.shape = shape
@@ -416,7 +448,8 @@ class Concat(Function):
     """The inputs joined along an existing axis (``np.concatenate``,
     ``torch.cat``); each input's gradient is its own slice of ``gy``."""
 
-    array_backward = True
+    __slots__ = ("axis", "ends")
+    saves = ("ends",)
 
     def __init__(self, axis=0):
         self.axis = axis
@@ -441,15 +474,19 @@ class Stack(Concat):
     """The inputs (all of one shape) joined along a new axis (``np.stack``,
     ``torch.stack``); each input's gradient is its own index of ``gy``."""
 
+    __slots__ = ("count",)
+    saves = ("count",)
+
     def forward(self, *xs):
         if not xs:
             raise ValueError("needs at least one array")
         (self.axis,) = utils.normalize_axes(self.axis, xs[0].ndim + 1)
+        self.count = len(xs)
         return np.stack(xs, axis=self.axis)
 
     def backward(self, gy):
         lead = (slice(None),) * self.axis
-        return tuple(gy[lead + (i,)] for i in range(len(self.inputs)))
+        return tuple(gy[lead + (i,)] for i in range(self.count))
 
 
 def concat(xs, axis=0):
@@ -518,7 +555,8 @@ def sum_to(x, shape):
 
 # --- Reductions -------------------------------------------------------------------
 class Sum(Function):
-    array_backward = True
+    __slots__ = ("axis", "keepdims", "x_shape")
+    saves = ("x_shape",)
 
     def __init__(self, axis=None, keepdims=False):
         self.axis, self.keepdims = axis, keepdims
@@ -537,7 +575,8 @@ class Max(Function):
     """The gradient goes to the elements equal to the maximum (to each of
     them when there is a tie)."""
 
-    array_backward = True
+    __slots__ = ("axis", "keepdims", "mask")
+    saves = ("mask",)  # where the extreme is: one byte an element, not the input's array
 
     _reduce = staticmethod(np.max)
 
@@ -546,17 +585,18 @@ class Max(Function):
 
     def forward(self, x):
         self.axis = utils.normalize_axes(self.axis, x.ndim)
-        return self._reduce(x, axis=self.axis, keepdims=self.keepdims)
+        extreme = self._reduce(x, axis=self.axis, keepdims=True)
+        self.mask = x == extreme
+        return extreme if self.keepdims else extreme.squeeze(self.axis)
 
     def backward(self, gy):
-        (x,) = self.inputs
-        # Recomputed rather than stored at forward: no mask lives in the graph.
-        extreme = self._reduce(x.data, axis=self.axis, keepdims=True)
-        gy = utils.reshape_sum_backward(gy, x.shape, self.axis, self.keepdims)
-        return _broadcast_to(gy, x.shape) * (x.data == extreme)
+        mask = self.mask
+        gy = utils.reshape_sum_backward(gy, mask.shape, self.axis, self.keepdims)
+        return _broadcast_to(gy, mask.shape) * mask
 
 
 class Min(Max):
+    __slots__ = ()
     _reduce = staticmethod(np.min)
 
 
@@ -619,23 +659,28 @@ class MatMul(Function):
     """``x @ W`` with NumPy's (and PyTorch's) rules: 1-D operands, and
     stacks of matrices whose batch axes broadcast."""
 
-    array_backward = True
+    __slots__ = saves = ("x", "W")  # each one's gradient needs the other
+    saved_from = {"x": "inputs[0]", "W": "inputs[1]"}
 
     def forward(self, x, W):
+        self.x, self.W = x, W
         return x @ W
 
     def backward(self, gy):
-        x, W = self.inputs_like(gy)
-        return _matmul_backward(gy, x, W)
+        return _matmul_backward(gy, self.x, self.W)
 
 
 class Linear(Function):
     """``x @ W + b`` as one Function: the product ``x @ W`` is never a node of
     the graph, so it is freed as soon as the bias has been added."""
 
-    array_backward = True
+    __slots__ = ("x", "W", "b_shape")
+    saves = ("x", "W", "b_shape")
+    saved_from = {"x": "inputs[0]", "W": "inputs[1]"}
 
     def forward(self, x, W, b=None):
+        self.x, self.W = x, W  # each one's gradient needs the other
+        self.b_shape = None if b is None else b.shape  # the bias: only its shape, for its gradient
         y = x @ W
         if b is not None:
             if np.broadcast_shapes(y.shape, b.shape) == y.shape and np.can_cast(
@@ -647,11 +692,10 @@ class Linear(Function):
         return y
 
     def backward(self, gy):
-        x, W = self.inputs_like(gy)[:2]
-        gx, gW = _matmul_backward(gy, x, W)
-        if len(self.inputs) == 2:
+        gx, gW = _matmul_backward(gy, self.x, self.W)
+        if self.b_shape is None:
             return gx, gW
-        return gx, gW, _sum_to(gy, self.inputs[2].shape)
+        return gx, gW, _sum_to(gy, self.b_shape)
 
 
 def matmul(x, W):
@@ -665,17 +709,21 @@ def linear(x, W, b=None):
 
 # --- Losses ------------------------------------------------------------------------------
 class MeanSquaredError(Function):
-    array_backward = True
+    # Both inputs rather than their difference: the target is the user's
+    # array (held anyway), and with create_graph the difference must be a
+    # node of the graph, recomputed from the two.
+    __slots__ = saves = ("x0", "x1")
+    saved_from = {"x0": "inputs[0]", "x1": "inputs[1]"}
 
     def forward(self, x0, x1):
         if x0.shape != x1.shape:
             raise ValueError("prediction and target must have the same shape")
+        self.x0, self.x1 = x0, x1
         diff = x0 - x1
         return np.asarray((diff**2).sum() * utils.inverse_count(diff.size))
 
     def backward(self, gy):
-        x0, x1 = self.inputs_like(gy)
-        diff = x0 - x1
+        diff = self.x0 - self.x1
         gx0 = gy * diff * _const(2.0 * utils.inverse_count(diff.size), diff)
         return gx0, -gx0
 
@@ -701,20 +749,22 @@ class SoftmaxCrossEntropy(Function):
     """Mean over the batch of ``-log softmax(x)[i, t[i]]``, computed through
     logsumexp so that large scores neither overflow nor give log(0)."""
 
-    array_backward = True
+    __slots__ = saves = ("x", "t")  # the scores and the labels (which get no gradient)
+    saved_from = {"x": "inputs[0]"}
 
     def forward(self, x, t):
         _check_labels("SoftmaxCrossEntropy", x, t)
+        self.x, self.t = x, t
         n = x.shape[0]
         log_z = utils.logsumexp(x, axis=1)  # (N, 1)
         picked = x[np.arange(n), t.ravel()] - log_z.ravel()
         return np.array(-picked.sum() * utils.inverse_count(n), dtype=x.dtype)
 
     def backward(self, gy):
-        x, t = self.inputs_like(gy)
+        x = self.x
         n = x.shape[0]
         one_hot = np.zeros(x.shape, dtype=x.dtype)
-        one_hot[np.arange(n), _data(t).ravel()] = 1
+        one_hot[np.arange(n), self.t.ravel()] = 1
         # The labels get no gradient.
         return (_apply(Softmax(axis=1), x) - one_hot) * (gy * _const(utils.inverse_count(n), x))
 
@@ -742,7 +792,8 @@ class Dropout(Function):
     """Inverted dropout: zero each element with probability ``ratio`` and scale
     the others by ``1 / (1 - ratio)``, so that test time needs no rescaling."""
 
-    array_backward = True
+    __slots__ = ("ratio", "mask", "scale")
+    saves = ("mask", "scale")
 
     def __init__(self, ratio):
         self.ratio = ratio
@@ -882,7 +933,9 @@ class BatchNorm(Function):
     (the normalised input) and the inverse standard deviation per channel.
     """
 
-    array_backward = True
+    __slots__ = ("avg_mean", "avg_var", "decay", "eps", "training", "gamma", "inv_std", "xc")
+    saves = ("gamma", "inv_std", "xc", "training")
+    saved_from = {"gamma": "inputs[1]"}
 
     def __init__(self, mean, var, decay, eps):
         self.avg_mean, self.avg_var = mean, var
@@ -919,10 +972,11 @@ class BatchNorm(Function):
             mean, var = self.avg_mean, self.avg_var
         self.inv_std = (1 / np.sqrt(var + self.eps)).astype(x.dtype, copy=False)
         self.xc = ((rows - mean) * self.inv_std).astype(x.dtype, copy=False)
+        self.gamma = gamma
         return self._as_input(gamma * self.xc + beta, x.shape)
 
     def backward(self, gy):
-        gamma = self.inputs_like(gy)[1]
+        gamma = self.gamma
         gy_rows = _apply(_Rows(), gy) if gy.ndim == 4 else gy
         xc = self.xc
         gbeta = gy_rows.sum(axis=0)
@@ -942,7 +996,8 @@ class _Rows(Function):
     """(N, C, H, W) -> (N*H*W, C), or back when ``inverse_shape`` is given: the
     layout change of batch_norm for images, differentiable."""
 
-    array_backward = True
+    __slots__ = ("inverse_shape", "shape")
+    saves = ("shape",)
 
     def __init__(self, inverse_shape=None):
         self.inverse_shape = inverse_shape

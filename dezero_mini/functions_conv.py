@@ -66,7 +66,8 @@ def col2im_array(col, img_shape, kernel_size, stride, pad, to_matrix=True):
 
 # --- Windows as columns: Functions -------------------------------------------------
 class Im2col(Function):
-    array_backward = True
+    __slots__ = ("args", "x_shape")
+    saves = ("x_shape",)
 
     def __init__(self, kernel_size, stride, pad, to_matrix):
         self.args = (kernel_size, stride, pad, to_matrix)
@@ -80,7 +81,8 @@ class Im2col(Function):
 
 
 class Col2im(Function):
-    array_backward = True
+    __slots__ = ("img_shape", "args")
+    saves = ()
 
     def __init__(self, img_shape, kernel_size, stride, pad, to_matrix):
         self.img_shape = img_shape
@@ -109,12 +111,15 @@ class Conv2d(Function):
     """``y[n, o] = sum over c, windows of x[n, c] * W[o, c] + b[o]``: x (N, C, H, W),
     W (OC, C, KH, KW), b (OC,) or none; y (N, OC, OH, OW)."""
 
-    array_backward = True
+    __slots__ = ("stride", "pad", "x", "W", "has_bias")
+    saves = ("x", "W", "has_bias")  # each one's gradient needs the other; the bias's needs neither
+    saved_from = {"x": "inputs[0]", "W": "inputs[1]"}
 
     def __init__(self, stride=1, pad=0):
         self.stride, self.pad = stride, pad
 
     def forward(self, x, W, b=None):
+        self.x, self.W, self.has_bias = x, W, b is not None
         if x.ndim != 4 or W.ndim != 4 or x.shape[1] != W.shape[1]:
             raise ValueError(f"conv2d: needs x (N, C, H, W) and W (OC, C, KH, KW) with the same C, "
                              f"got {x.shape} and {W.shape}")
@@ -125,10 +130,10 @@ class Conv2d(Function):
         return np.ascontiguousarray(y.transpose(0, 3, 1, 2))
 
     def backward(self, gy):
-        x, W = self.inputs_like(gy)[:2]
+        x, W = self.x, self.W
         gx = _apply(Deconv2d(self.stride, self.pad, x.shape[2:]), gy, W)
         gW = _apply(Conv2dGradW(W.shape[2:], self.stride, self.pad), x, gy)
-        if len(self.inputs) == 2:
+        if not self.has_bias:
             return gx, gW
         return gx, gW, gy.sum(axis=(0, 2, 3))
 
@@ -138,12 +143,15 @@ class Deconv2d(Function):
     input): x (N, C, H, W), W (C, OC, KH, KW), b (OC,) or none; y (N, OC, OH, OW)
     with OH, OW from ``outsize`` or from ``get_deconv_outsize``."""
 
-    array_backward = True
+    __slots__ = ("stride", "pad", "outsize", "x", "W", "has_bias")
+    saves = ("x", "W", "has_bias")
+    saved_from = {"x": "inputs[0]", "W": "inputs[1]"}
 
     def __init__(self, stride=1, pad=0, outsize=None):
         self.stride, self.pad, self.outsize = stride, pad, outsize
 
     def forward(self, x, W, b=None):
+        self.x, self.W, self.has_bias = x, W, b is not None
         if x.ndim != 4 or W.ndim != 4 or x.shape[1] != W.shape[0]:
             raise ValueError(f"deconv2d: needs x (N, C, H, W) and W (C, OC, KH, KW) with the same C, "
                              f"got {x.shape} and {W.shape}")
@@ -160,10 +168,10 @@ class Deconv2d(Function):
         return y
 
     def backward(self, gy):
-        x, W = self.inputs_like(gy)[:2]
+        x, W = self.x, self.W
         gx = _apply(Conv2d(self.stride, self.pad), gy, W)
         gW = _apply(Conv2dGradW(W.shape[2:], self.stride, self.pad), gy, x)
-        if len(self.inputs) == 2:
+        if not self.has_bias:
             return gx, gW
         return gx, gW, gy.sum(axis=(0, 2, 3))
 
@@ -172,17 +180,20 @@ class Conv2dGradW(Function):
     """The gradient of conv2d with respect to W, from its input ``x`` and its
     output's gradient ``gy``: ``gW[o, c] = sum over n, windows of gy[n, o] * x[n, c]``."""
 
-    array_backward = True
+    __slots__ = ("kernel_size", "stride", "pad", "x", "gy")
+    saves = ("x", "gy")
+    saved_from = {"x": "inputs[0]", "gy": "inputs[1]"}
 
     def __init__(self, kernel_size, stride, pad):
         self.kernel_size, self.stride, self.pad = pair(tuple(kernel_size)), stride, pad
 
     def forward(self, x, gy):
+        self.x, self.gy = x, gy
         col = im2col_array(x, self.kernel_size, self.stride, self.pad, to_matrix=False)
         return np.tensordot(gy, col, ((0, 2, 3), (0, 4, 5)))  # (OC, C, KH, KW)
 
     def backward(self, ggW):
-        x, gy = self.inputs_like(ggW)
+        x, gy = self.x, self.gy
         gx = _apply(Deconv2d(self.stride, self.pad, x.shape[2:]), gy, ggW)
         ggy = _apply(Conv2d(self.stride, self.pad), x, ggW)
         return gx, ggy
@@ -218,7 +229,8 @@ class Pooling(Function):
     """Max pooling: the largest value of each window. Keeps, for backward, only
     which element of each window was the largest (one small integer per output)."""
 
-    array_backward = True
+    __slots__ = ("kernel_size", "stride", "pad", "indexes", "x_shape")
+    saves = ("indexes", "x_shape")
 
     def __init__(self, kernel_size, stride=1, pad=0):
         self.kernel_size, self.stride, self.pad = kernel_size, stride, pad
@@ -240,7 +252,8 @@ class PoolingGrad(Function):
     """The gradient of max pooling: each output's gradient goes to the element
     that was its window's maximum (summed where windows overlap)."""
 
-    array_backward = True
+    __slots__ = ("pooling",)
+    saves = ()  # (reads the Pooling it is the gradient of)
 
     def __init__(self, pooling):
         self.pooling = pooling
@@ -262,7 +275,8 @@ class PoolingWithIndexes(Function):
     """The elements of each window that a Pooling found to be the maximum
     (the gradient of PoolingGrad)."""
 
-    array_backward = True
+    __slots__ = ("pooling",)
+    saves = ()  # (reads the Pooling it is the gradient of)
 
     def __init__(self, pooling):
         self.pooling = pooling
@@ -281,7 +295,8 @@ class PoolingWithIndexes(Function):
 class AveragePooling(Function):
     """Average pooling: the mean of each window (padding zeros included)."""
 
-    array_backward = True
+    __slots__ = ("kernel_size", "stride", "pad", "x_shape")
+    saves = ("x_shape",)
 
     def __init__(self, kernel_size, stride=1, pad=0):
         self.kernel_size, self.stride, self.pad = kernel_size, stride, pad
@@ -299,7 +314,8 @@ class AveragePoolingGrad(Function):
     """The gradient of average pooling: each output's gradient, divided by
     the window's size, to every element of its window."""
 
-    array_backward = True
+    __slots__ = ("pooling",)
+    saves = ()  # (reads the Pooling it is the gradient of)
 
     def __init__(self, pooling):
         self.pooling = pooling

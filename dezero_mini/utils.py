@@ -147,7 +147,7 @@ def _dot_variable(v, verbose):
 
 
 def _dot_function(f):
-    label = type(f).__name__ + (" (inputs freed by backward)" if f.inputs is None else "")
+    label = type(f).__name__ + (" (freed by backward)" if f.next_functions is None else "")
     return (f"  {id(f)} [label={_dot_text(label)}, "
             f"color=lightblue, style=filled, shape=box]")
 
@@ -157,10 +157,12 @@ def get_dot_graph(output, verbose=True):
     Variables are orange ellipses (name, and shape and dtype when ``verbose``),
     Functions are blue boxes, and edges go input -> function -> output.
 
-    Only what the graph still holds is drawn: a Function's outputs are weak
-    references, so an output that nobody keeps any more is left out, and a
-    Function whose inputs ``backward()`` has freed is drawn without them
-    (``backward(retain_graph=True)`` keeps them, to draw the whole graph)."""
+    Only what the graph still holds is drawn. The graph links Functions
+    (``next_functions``), not the Variables between them: a Variable that
+    nobody keeps any more is left out, and its creator's edge goes straight
+    to the Function that used it. A Function that ``backward()`` has freed is
+    drawn without what came before it (``backward(retain_graph=True)`` keeps
+    it, to draw the whole graph)."""
     lines, seen_vars, seen_funcs, funcs = [], set(), set(), []
 
     def add_variable(v):
@@ -178,10 +180,22 @@ def get_dot_graph(output, verbose=True):
     while funcs:
         f = funcs.pop()
         lines.append(_dot_function(f))
-        for x in f.inputs or ():
-            add_variable(x)
-            lines.append(f"  {id(x)} -> {id(f)}")
-            add_function(x.creator)
+        for edge in f.next_functions or ():
+            if edge is None:
+                continue  # a constant: nothing of it is kept
+            node, index = edge
+            if index is None:  # a Variable: a leaf (or made by a Function written DeZero's way)
+                add_variable(node)
+                lines.append(f"  {id(node)} -> {id(f)}")
+                add_function(node.creator)
+                continue
+            add_function(node)
+            x = node.outputs[index]()
+            if x is None:  # the Variable in between is gone
+                lines.append(f"  {id(node)} -> {id(f)}")
+            else:
+                add_variable(x)
+                lines.append(f"  {id(x)} -> {id(f)}")
         for ref in f.outputs:
             y = ref()
             if y is not None:

@@ -347,7 +347,12 @@ def test_lstm_shapes_and_unchain_backward_frees_earlier_steps():
         y = lstm(x)
     assert y.shape == (2, 5) and lstm.c.shape == (2, 5)
     y.unchain_backward()
-    assert lstm.h.creator is not None and all(x.creator is None for x in lstm.h.creator.inputs)
+    # The last step's Function links only to leaves now (the Variables it read
+    # that are still alive, unchained); the cell state, alive, is a leaf: the
+    # earlier steps are cut off.
+    edges = [edge for edge in lstm.h.creator.next_functions if edge is not None]
+    assert lstm.h.creator is not None and lstm.c.creator is None
+    assert all(index is None and node.creator is None for node, index in edges)
 
 
 # --- Models and optimizers ------------------------------------------------------------

@@ -402,9 +402,10 @@ def test_softmax_cross_entropy_keeps_no_probabilities_in_the_graph():
     """One Function between the scores and the loss: the graph holds x and t."""
     x = dz.Variable(np.random.RandomState(0).randn(5, 4))
     loss = F.softmax_cross_entropy(x, LABELS)
-    assert isinstance(loss.creator, F.SoftmaxCrossEntropy)
-    assert loss.creator.inputs[0] is x
-    assert [k for k, v in vars(loss.creator).items() if isinstance(v, np.ndarray)] == []
+    f = loss.creator
+    assert isinstance(f, F.SoftmaxCrossEntropy)
+    assert f.next_functions == [(x, None), None]  # x is a leaf; the labels get no gradient
+    assert f.x is x.data and f.t is LABELS and not hasattr(f, "__dict__")
 
 
 def test_mean_squared_error_value():
@@ -427,10 +428,11 @@ def test_linear_is_one_function_that_keeps_no_product():
     x, W, b = (dz.Variable(rng.randn(*s)) for s in [(5, 3), (3, 4), (4,)])
     y = F.linear(x, W, b)
     assert isinstance(y.creator, F.Linear)
-    assert y.creator.inputs == [x, W, b]
+    assert y.creator.next_functions == [(x, None), (W, None), (b, None)]
     assert x.creator is None  # nothing between the inputs and y
     np.testing.assert_allclose(y.data, x.data @ W.data + b.data)
-    assert [k for k, v in vars(y.creator).items() if isinstance(v, np.ndarray)] == []
+    f = y.creator  # keeps x and W (each one's gradient needs the other), b's shape, no product
+    assert f.x is x.data and f.W is W.data and f.b_shape == (4,) and not hasattr(f, "__dict__")
     y32 = F.linear(x.data.astype(np.float32), W.data.astype(np.float32), b.data.astype(np.float32))
     assert y32.dtype == np.float32
 
@@ -543,21 +545,26 @@ def test_get_dot_graph_text():
     (mm,) = node_line(text, "MatMul")
     (th,) = node_line(text, "Tanh")
     assert "shape=box" in mm and "shape=box" in th
-    h = y.creator.inputs[0]
+    mm = y.creator.next_functions[0][0]
     edges = {tuple(line.split(" -> ")) for line in map(str.strip, text.splitlines()) if "->" in line}
     ids = {name: str(id(obj)) for name, obj in
-           [("x", x), ("W", W), ("h", h), ("y", y), ("mm", h.creator), ("th", y.creator)]}
+           [("x", x), ("W", W), ("y", y), ("mm", mm), ("th", y.creator)]}
+    # The product between MatMul and Tanh is gone (nothing holds it): the
+    # edge goes from Function to Function.
     assert edges == {
-        (ids["x"], ids["mm"]), (ids["W"], ids["mm"]), (ids["mm"], ids["h"]),
-        (ids["h"], ids["th"]), (ids["th"], ids["y"]),
+        (ids["x"], ids["mm"]), (ids["W"], ids["mm"]), (ids["mm"], ids["th"]), (ids["th"], ids["y"]),
     }
-    assert text.count("color=orange") == 4 and text.count("shape=box") == 2
+    assert text.count("color=orange") == 3 and text.count("shape=box") == 2
+    h = F.matmul(x, W)  # held by a name: drawn between the two
+    with_h = utils.get_dot_graph(F.tanh(h))
+    assert f"{id(h.creator)} -> {id(h)}" in with_h and f"{id(h)} -> " in with_h
 
 
 def test_get_dot_graph_without_details_and_without_graph():
-    x, _, y = small_graph()
-    quiet = utils.get_dot_graph(y, verbose=False)
-    assert "(2, 3)" not in quiet and 'label="x"' in quiet and 'label=""' in quiet  # h has no name
+    x, W, _ = small_graph()
+    h = F.matmul(x, W)  # held, so drawn, and without a name
+    quiet = utils.get_dot_graph(F.tanh(h), verbose=False)
+    assert "float64" not in quiet and 'label="x"' in quiet and 'label=""' in quiet
     with dz.no_grad():
         z = F.exp(x)
     assert utils.get_dot_graph(z).count("->") == 0
@@ -610,12 +617,13 @@ def test_functions_keep_graphs_free_of_cycles():
     try:
         x = dz.Variable(np.random.RandomState(0).randn(5, 4))
         loss = F.softmax_cross_entropy(F.log_softmax(F.softmax(F.sigmoid(x)) + x[:, ::-1]), LABELS)
-        loss.backward(retain_graph=True)  # kept, so that the walk below can follow inputs
+        loss.backward(retain_graph=True)  # kept, so that the walk below can follow the links
         creators = []
         f = loss.creator
         while f is not None:
             creators.append(weakref.ref(f))
-            f = f.inputs[0].creator
+            edge = f.next_functions[0]
+            f = edge[0] if edge is not None and edge[1] is not None else None
         assert len(creators) >= 5
         del loss, f
         assert all(ref() is None for ref in creators)

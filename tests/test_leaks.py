@@ -495,14 +495,17 @@ def test_leaks_finds_total_loss_and_exits_1(capsys, tmp_path):
     # Reported during the run (after 5 growing iterations) and at the end.
     assert out.count("=== dezero_mini leaks") == 2
     assert "live Variables and Functions have grown at each of the last 5" in out
-    assert "held by total_loss.creator.inputs[" in out
+    assert "held by total_loss.creator.next_functions[" in out
+    # One link a Function: not the list of edges and the edge in between.
+    assert "      .next_functions[0][0]  Add" in out and "tuple of 2" not in out
+    assert "the graph links Functions, not the Variables between them" in out
     assert "(total_loss: a global of train.py)" in out
     assert "objects and" in out and "per iteration" in out
 
 
 @pytest.mark.parametrize("before, keep, path", [
-    ("total_loss = 0", "total_loss += loss", "total_loss.creator.inputs["),
-    ("val = dezero_mini.Variable(np.zeros(()))", "val += loss", "val.creator.inputs["),
+    ("total_loss = 0", "total_loss += loss", "total_loss.creator.next_functions["),
+    ("val = dezero_mini.Variable(np.zeros(()))", "val += loss", "val.creator.next_functions["),
     ("history = {'loss': []}", "history['loss'].append(loss)", "history['loss']["),
     ("outputs = {}", "outputs[f'batch{i}'] = model(x)", "outputs['batch"),
     ("class Recorder:\n        kept = []", "Recorder.kept.append(loss)", "Recorder.kept["),
@@ -567,7 +570,7 @@ SHAPES = {  # name: (body after MODEL, the line of the loop, the fixed line, wha
     for i in range(10):
         x = F.sum(F.matmul(Variable(np.ones((1, 3)) * i), W))
         val += x
-    """, "val += x", "val.data += x.data", "held by val.creator.inputs["),
+    """, "val += x", "val.data += x.data", "held by val.creator.next_functions["),
     "an evaluation loop keeping losses in a dict": ("""
     history = {"loss": []}
     for i in range(10):
@@ -592,7 +595,7 @@ SHAPES = {  # name: (body after MODEL, the line of the loop, the fixed line, wha
         loss = F.mean_squared_error(model(x), y)
         total_loss += loss
         step += 1
-    """, "total_loss += loss", "total_loss += loss.item()", "held by total_loss.creator.inputs["),
+    """, "total_loss += loss", "total_loss += loss.item()", "held by total_loss.creator.next_functions["),
 }
 
 
@@ -626,7 +629,7 @@ def test_leaks_judges_each_nested_loop_on_its_own(capsys, tmp_path):
     # At the end, nothing of it is left: the epoch's backward let it go.
     assert "no leak: nothing made during" in out
     assert "but the growth reported above was real: 1 report during the run" in out
-    assert "held by total_loss.creator.inputs[" in out
+    assert "held by total_loss.creator.next_functions[" in out
 
 
 def test_leaks_falls_back_to_backward_where_the_loop_is_in_another_module(capsys, tmp_path):

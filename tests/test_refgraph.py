@@ -156,15 +156,22 @@ def test_stage02_garbage_is_what_no_strong_path_reaches(gc_disabled):
     assert "style=dashed" in dot_line(g, weak)
 
 
-# --- Stage 03 and dezero_mini: weak outputs --------------------------------------------------
-@pytest.mark.parametrize("stage", [STAGE03, "dezero_mini"])
+# --- Stage 03 on: weak outputs; stage 08 and dezero_mini: linked by next_functions ---------------
+#: For each kind of graph: the outputs drawn (weak) and the objects that
+#: small_graph's y reaches. Stage 03 keeps the intermediate Variables (x*w and
+#: x*w+b, the inputs of Add and Sigmoid); from stage 08 on the graph links the
+#: Functions, and a Variable that no name holds is gone.
+WEAK_OUTPUT_STAGES = {STAGE03: (3, 6), "step08_saved_tensors": (1, 4), "dezero_mini": (1, 4)}
+
+
+@pytest.mark.parametrize("stage", WEAK_OUTPUT_STAGES)
 def test_weak_outputs_are_dashed_and_break_the_cycles(gc_disabled, stage):
     m = load(stage)
     x, w, b, y = small_graph(m)
     g = reference_graph({"x": x, "w": w, "b": b, "y": y})
 
     outputs = edges(g, "outputs[0]")
-    assert len(outputs) == 3
+    assert len(outputs) == WEAK_OUTPUT_STAGES[stage][0]
     for e in outputs:
         assert e.weak and not e.on_cycle
         assert "style=dashed" in dot_line(g, e)
@@ -174,17 +181,35 @@ def test_weak_outputs_are_dashed_and_break_the_cycles(gc_disabled, stage):
     assert g.garbage == []
 
 
-@pytest.mark.parametrize("stage", [STAGE03, "dezero_mini"])
+@pytest.mark.parametrize("stage", WEAK_OUTPUT_STAGES)
 def test_weak_outputs_after_del_everything_is_freed(gc_disabled, stage):
     m = load(stage)
     x, w, b, y = small_graph(m)
     watched = watch(y)
-    assert len(watched) == 9
+    variables = WEAK_OUTPUT_STAGES[stage][1]
+    assert len(watched) == variables + 3
     del x, w, b, y  # reference counting alone frees the whole graph
     g = reference_graph({}, watched)
     assert framework_nodes(g) == [] and g.garbage == []
-    assert g.freed == {"variables": 6, "functions": 3}
-    assert "freed since watch(): 6 Variables, 3 Functions" in g.source
+    assert g.freed == {"variables": variables, "functions": 3}
+    assert f"freed since watch(): {variables} Variables, 3 Functions" in g.source
+
+
+@pytest.mark.parametrize("stage", ["step08_saved_tensors", "dezero_mini"])
+def test_functions_link_by_next_functions_and_show_what_they_saved(gc_disabled, stage):
+    m = load(stage)
+    x, w, b, y = small_graph(m)
+    g = reference_graph({"x": x, "w": w, "b": b, "y": y})
+    sigmoid, add, mul = (nid(g, name) for name in ("Sigmoid", "Add", "Mul"))
+    # Function to Function where the Variable between them is gone; to the leaves.
+    assert [e.label for e in edges(g, src=sigmoid, dst=add)] == ["next_functions[0][0]"]
+    assert [e.label for e in edges(g, src=add, dst=mul)] == ["next_functions[0][0]"]
+    assert [e.label for e in edges(g, src=add, dst=nid(g, "Variable 'b'"))] == ["next_functions[1][0]"]
+    assert not any(e.weak for e in edges(g) if e.label.startswith("next_functions"))
+    # Each box says what its Function saved: an array by its attribute, a shape as a value.
+    assert "holds y: (2, 3) float64, 48 B" in g.node(sigmoid).label
+    assert "x0_shape=(2, 3)" in g.node(add).label and "holds" not in g.node(add).label
+    assert "holds x1: (2, 3) float64" in g.node(mul).label
 
 
 def test_dezero_mini_parameter_and_grad_variable(gc_disabled):

@@ -24,11 +24,10 @@ def number_of(stage_name):
     return FINISHED if stage_name == "dezero_mini" else int(stage_name[4:6])
 
 
-#: The stages whose contracts dezero_mini does not keep yet: stage 08's
-#: (keep only what backward reads, the check mode) is in the step file and
-#: the checker, not yet in dezero_mini's core. Strict: the day dezero_mini
-#: adopts it, these cases pass and the suite says to remove this line.
-NOT_YET_IN_DEZERO_MINI = {8}
+#: The stages whose contracts dezero_mini does not keep yet (empty: it keeps
+#: them all). Strict xfails: the day dezero_mini adopts a stage, its cases
+#: pass and the suite says to remove it from here.
+NOT_YET_IN_DEZERO_MINI = set()
 
 
 def _param(contract, stage):

@@ -344,8 +344,11 @@ def builtin_functions_have_slots(module):
     made = {"Add": (), "Sub": (), "Mul": (), "Exp": (), "Sigmoid": (), "Tanh": (),
             "Sum": (), "BroadcastTo": ((1,),), "Reshape": ((1,),), "MatMul": ()}
     with_dict = []
+    # A stage file defines them at the top; a package (dezero_mini) in its
+    # core and functions modules, as DeZero does.
+    places = [module, getattr(module, "core", None), getattr(module, "functions", None)]
     for name, args in made.items():
-        cls = getattr(module, name, None)
+        cls = next((getattr(p, name) for p in places if hasattr(p, name)), None)
         if cls is None:
             with_dict.append(f"{name} (missing)")
         elif hasattr(cls(*args), "__dict__"):

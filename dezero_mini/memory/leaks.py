@@ -275,6 +275,28 @@ def _through_instance_dicts(steps):
     return merged
 
 
+_EDGE_INDEX = re.compile(r"\[(\d+)\]$")
+
+
+def _through_edges(steps):
+    """The chain with ``f .next_functions [i] [0]`` (a list of edges, an edge,
+    the Function at its start) written as one link, ``f
+    .next_functions[i][0]``: from stage 08 on, the graph links a Function to
+    the Function that computed its input ``i``."""
+    merged, k = [], 0
+    while k < len(steps):
+        obj, label = steps[k]
+        if (label == ".next_functions" and k + 2 < len(steps)
+                and isinstance(steps[k + 1][0], list) and isinstance(steps[k + 2][0], tuple)
+                and _EDGE_INDEX.match(steps[k + 1][1] or "") and steps[k + 2][1] == "[0]"):
+            merged.append((obj, f".next_functions{steps[k + 1][1]}[0]"))
+            k += 3
+            continue
+        merged.append((obj, label))
+        k += 1
+    return merged
+
+
 def _what(obj):
     """A short description of an object on a chain."""
     kind = _kind(obj)
@@ -318,6 +340,9 @@ def _notes(steps):
                          "shared by every instance")
         elif isinstance(obj, types.MethodType):
             notes.append(f"the bound method {obj.__func__.__qualname__}, through its __self__")
+    if any(label and label.startswith(".next_functions[") for _, label in steps):
+        notes.append("f.next_functions[i][0] is the Function that computed f's input i: the "
+                     "graph links Functions, not the Variables between them")
     return notes
 
 
@@ -340,7 +365,7 @@ class LeakedGraph:
         self.steps, self.notes = [], []
         if chain is not None:
             self.root, steps = chain
-            steps = _through_instance_dicts(steps)
+            steps = _through_edges(_through_instance_dicts(steps))
             labels = "".join(label for _, label in steps if label)
             self.path = _DICT_ATTRIBUTE.sub(r".\2", self.root.name + labels)
             self.steps = [(_what(obj), label) for obj, label in steps]
