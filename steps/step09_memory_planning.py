@@ -675,7 +675,7 @@ def sigmoid_kernel(out, x):  # Sigmoid.forward's formula, one ufunc at a time
     np.add(out, 0.5, out=out)
 
 
-def sum_to(g, gy, shape):
+def reduce_grad(g, gy, shape):
     """The gradient ``gy`` summed to ``shape`` (reduce_to_shape): gy itself
     when nothing was broadcast, else a reduction node."""
     if g.shape(gy) == tuple(shape):
@@ -691,7 +691,7 @@ def sum_to(g, gy, shape):
     return g.op("sum_to", reduce, [gy], shape)
 
 
-def mul(g, a, b):
+def times(g, a, b):
     shape = np.broadcast_shapes(g.shape(a), g.shape(b))
     return g.op("mul", elementwise(np.multiply), [a, b], shape, inplace=(0, 1))
 
@@ -702,7 +702,7 @@ def add_rule():
         return g.op("add", elementwise(np.add), xs, shape, inplace=(0, 1)), None
 
     def backward(g, f, xs, y, saved, gy):
-        return [sum_to(g, gy, g.shape(x)) for x in xs]
+        return [reduce_grad(g, gy, g.shape(x)) for x in xs]
 
     return forward, backward
 
@@ -713,7 +713,7 @@ def sub_rule():
 
     def backward(g, f, xs, y, saved, gy):
         minus = g.op("neg", elementwise(np.negative), [gy], g.shape(gy), inplace=(0,))
-        return [sum_to(g, gy, g.shape(xs[0])), sum_to(g, minus, g.shape(xs[1]))]
+        return [reduce_grad(g, gy, g.shape(xs[0])), reduce_grad(g, minus, g.shape(xs[1]))]
 
     return forward, backward
 
@@ -724,7 +724,8 @@ def mul_rule():
 
     def backward(g, f, xs, y, saved, gy):
         x0, x1 = xs
-        return [sum_to(g, mul(g, gy, x1), g.shape(x0)), sum_to(g, mul(g, gy, x0), g.shape(x1))]
+        return [reduce_grad(g, times(g, gy, x1), g.shape(x0)),
+                reduce_grad(g, times(g, gy, x0), g.shape(x1))]
 
     return forward, backward
 
@@ -741,11 +742,11 @@ def unary_rule(name, kernel, derivative):
 
 
 def sigmoid_derivative(g, y, gy):  # gy * y * (1 - y)
-    return mul(g, mul(g, gy, y), g.op("one_minus", one_minus, [y], g.shape(y), inplace=(0,)))
+    return times(g, times(g, gy, y), g.op("one_minus", one_minus, [y], g.shape(y), inplace=(0,)))
 
 
 def tanh_derivative(g, y, gy):  # gy * (1 - y * y)
-    return mul(g, gy, g.op("one_minus", one_minus, [mul(g, y, y)], g.shape(y), inplace=(0,)))
+    return times(g, gy, g.op("one_minus", one_minus, [times(g, y, y)], g.shape(y), inplace=(0,)))
 
 
 def matmul_rule():
@@ -793,7 +794,7 @@ def mean_squared_error_rule():
 
     def backward(g, f, xs, y, diff, gy):
         scale = 2.0 / int(np.prod(g.shape(diff)))
-        gx0 = g.op("scale", elementwise(np.multiply, scale), [mul(g, gy, diff)], g.shape(diff),
+        gx0 = g.op("scale", elementwise(np.multiply, scale), [times(g, gy, diff)], g.shape(diff),
                    inplace=(0,))
         return [gx0, g.op("neg", elementwise(np.negative), [gx0], g.shape(gx0), inplace=(0,))]
 
@@ -802,7 +803,7 @@ def mean_squared_error_rule():
 
 LOWERING = {
     Add: add_rule(), Sub: sub_rule(), Mul: mul_rule(), MatMul: matmul_rule(),
-    Exp: unary_rule("exp", elementwise(np.exp), lambda g, y, gy: mul(g, gy, y)),
+    Exp: unary_rule("exp", elementwise(np.exp), lambda g, y, gy: times(g, gy, y)),
     Sigmoid: unary_rule("sigmoid", sigmoid_kernel, sigmoid_derivative),
     Tanh: unary_rule("tanh", elementwise(np.tanh), tanh_derivative),
     Sum: sum_rule(), MeanSquaredError: mean_squared_error_rule(),

@@ -6,8 +6,8 @@ their own, so that they can judge a learner's planner:
 
 * ``Network``: the computations of the lesson, built from any stage's API:
   ``mlp_network`` (the standard workload, or a deeper one), ``chain_network``
-  (a chain of ``tanh`` layers) and ``branches_network`` (two branches that
-  merge).
+  (a chain of ``tanh`` layers), ``branches_network`` (two branches that
+  merge) and ``residual_network`` (a value read twice on one path).
 * ``naive_total(graph)``: every buffer that a node writes in an array of
   its own; ``lower_bound(graph)``: the most bytes that are live at once in
   the graph's order (no plan of that order can use less).
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from dezero_mini.memory.stages import load_stage
-from dezero_mini.memory.workload import Workload
+from dezero_mini.memory.workload import ResidualStack, Workload
 
 KIB = 1024
 
@@ -69,6 +69,16 @@ def mlp_network(module, hidden_layers=2, **settings):
     workload = Workload(module, hidden_layers=hidden_layers, **settings)
     name = f"MLP, {hidden_layers} hidden layers"
     return Network(name, lambda x, t: module.mean_squared_error(workload.forward(x), t),
+                   workload.batch(0), workload.parameters)
+
+
+def residual_network(module, depth=4, **settings):
+    """``ResidualStack``: blocks ``h = tanh(h + b) + h``, where ``h`` is read
+    twice on one path (a node may not write over it in place at its first reader)."""
+    module = load_stage(module)
+    workload = ResidualStack(module, depth=depth, **settings)
+    return Network(f"{depth} residual blocks",
+                   lambda x, t: module.mean_squared_error(workload.forward(x), t),
                    workload.batch(0), workload.parameters)
 
 
