@@ -856,30 +856,56 @@ def trace(fn, *feeds, wrt=()):
     if wrt:
         grads = backward_graph(graph, tracer.calls, result, [tracer.buffer(p) for p in wrt])
         graph.outputs.extend(grads)
-    return graph
+    return prune(graph)
 
 
 def backward_graph(graph, calls, result, targets):
     """Append the nodes of backward, from ``result`` down to the buffers
-    ``targets``; return the buffer of each target's gradient."""
-    needed = set(targets)  # buffers on a path to a target
-    for f, xs, y, saved in calls:
+    ``targets``; return the buffer of each target's gradient. The Functions
+    are taken in the order that eager backward runs them (the newest
+    generation first), so that a gradient summed over several uses of a
+    value is summed in the same order, to the same bits."""
+    needed, creator, generation = set(targets), {}, {}  # needed: on a path to a target
+    for call in calls:
+        f, xs, y, saved = call
         if needed.intersection(xs):
             needed.add(y)
-    grads = {result: graph.op("ones", lambda out: out.fill(1), [], graph.shape(result),
-                              dtype=graph.buffers[result].dtype)}
-    for f, xs, y, saved in reversed(calls):  # each Function after all its users
-        if y not in grads or not needed.intersection(xs):
-            continue
+        creator[y] = (max(generation.get(x, 0) for x in xs), call)
+        generation[y] = creator[y][0] + 1
+    grads, pending, order = {}, [], itertools.count()
+
+    def send(x, gx):
+        if x not in needed:
+            return
+        if x in grads:
+            gx = graph.op("accumulate", elementwise(np.add), [grads[x], gx], graph.shape(x),
+                          inplace=(0, 1))
+        elif x in creator:
+            heapq.heappush(pending, (-creator[x][0], next(order), x))
+        grads[x] = gx
+
+    send(result, graph.op("ones", lambda out: out.fill(1), [], graph.shape(result),
+                          dtype=graph.buffers[result].dtype))
+    while pending:
+        _, _, y = heapq.heappop(pending)
+        f, xs, _, saved = creator[y][1]
         for x, gx in zip(xs, LOWERING[type(f)][1](graph, f, xs, y, saved, grads[y])):
-            if x in needed:
-                grads[x] = gx if x not in grads else graph.op(
-                    "accumulate", elementwise(np.add), [grads[x], gx], graph.shape(x),
-                    inplace=(0, 1))
+            send(x, gx)
     missing = [k for k, b in enumerate(targets) if b not in grads]
     if missing:
         raise ValueError(f"trace: wrt[{missing[0]}] does not take part in the result")
     return [grads[b] for b in targets]
+
+
+def prune(graph):
+    """Drop the nodes whose results nobody uses (the gradient of a feed)."""
+    used, kept = set(graph.outputs), []
+    for node in reversed(graph.nodes):
+        if node.output in used:
+            used.update(node.inputs)
+            kept.append(node)
+    graph.nodes = kept[::-1]
+    return graph
 
 
 # --- Planning: lifetimes by reference counting, then blocks of storage -----------------

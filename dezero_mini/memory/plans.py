@@ -27,12 +27,14 @@ from dezero_mini.memory.workload import ResidualStack, Workload
 
 KIB = 1024
 
-#: The four planners of the lesson's table: (label, keyword arguments of plan_memory).
+#: The planners of the lesson's table: (label, keyword arguments of plan_memory). All
+#: but the last keep nodes that could run in parallel off each other's blocks.
 PLANNERS = (
     ("naive", dict(inplace=False, share=False)),
     ("in-place only", dict(inplace=True, share=False)),
     ("sharing only", dict(inplace=False, share=True)),
     ("both", dict(inplace=True, share=True)),
+    ("both, serial", dict(inplace=True, share=True, parallel=False)),  # blind to parallelism
 )
 
 
