@@ -1020,7 +1020,10 @@ class Executor:
         arrays = self.arrays
         for node in self.graph.nodes:
             node.kernel(arrays[node.output], *[arrays[b] for b in node.inputs])
-        return [arrays[b] for b in self.graph.outputs]
+        outputs = [arrays[b] for b in self.graph.outputs]
+        for b in self.graph.feeds:
+            arrays[b] = None  # the caller's arrays are theirs to free
+        return outputs
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from dezero_mini.memory.refgraph import format_bytes
 from dezero_mini.memory.stages import load_stage
 from dezero_mini.memory.workload import ResidualStack, Workload
 
@@ -301,7 +302,7 @@ def plot_blocks(plan, title, max_nodes=60):
                     color=colors[k % len(colors)], edgecolor="black", linewidth=0.5)
             ax.text(first, row, graph.nodes[first].name, fontsize=6, va="center")
     ax.set_yticks(range(len(blocks)))
-    ax.set_yticklabels([f"block {b} ({plan.sizes[b] / KIB:.0f} KiB)" for b in sorted(blocks)],
+    ax.set_yticklabels([f"block {b} ({format_bytes(plan.sizes[b])})" for b in sorted(blocks)],
                        fontsize=7)
     ax.invert_yaxis()
     ax.set_xlim(-1, min(len(graph.nodes), max_nodes))
