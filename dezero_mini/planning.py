@@ -25,10 +25,13 @@ Each kernel repeats its Function's forward formula one numpy operation at a
 time, in the same order, so that the planned result is the same bits; a test
 (``tests/test_planning.py``) holds each one to it.
 
-Only forward graphs are planned here (inference); training needs a lowering
-of each backward formula as well, which the step file has for its own
-Functions.
+``plan_training(model, loss_fn, x, t)`` plans a whole training step the
+same way, for the Functions whose backward it knows (``GRADIENTS``: Linear,
+MatMul, Sigmoid, Tanh, Exp, ReLU, MeanSquaredError); it relies in addition
+on ``model.params()`` and on dezero_mini's backward order (newest
+generation first), which matters only where a value is used more than once.
 """
+import heapq
 import itertools
 
 import numpy as np
@@ -118,21 +121,40 @@ KERNELS = {
 }
 
 
+def _mean_squared_error(g, xs, shape, dtype):
+    """MeanSquaredError.forward as nodes: diff, diff ** 2, its sum, times 1 / n."""
+    diff = g.op("sub", _binary(np.subtract), xs, g.buffers[xs[0]].shape, dtype, (0, 1))
+    square = g.op("square", lambda out, d: np.square(d, out=out), [diff], g.buffers[diff].shape,
+                  dtype, (0,))
+    total = g.op("sum", lambda out, s: np.sum(s, out=out), [square], (), dtype)
+    inverse = 1.0 / _count(g, diff)  # utils.inverse_count
+    return g.op("mean", lambda out, s: np.multiply(s, inverse, out=out), [total], (), dtype,
+                (0,)), diff
+
+
+def _count(g, b):
+    return int(np.prod(g.buffers[b].shape, dtype=np.int64))
+
+
+#: Functions lowered to several nodes: name -> lowering(graph, xs, shape, dtype) -> (y, saved).
+LOWERINGS = {"MeanSquaredError": _mean_squared_error}
+
+
 def _kernel_of(function):
     """The kernel of a Function, if it is a built-in one that the planner knows
     (a class of that name in dezero_mini.functions or dezero_mini.core: a
     subclass, or a learner's own Function of the same name, is not)."""
     name = type(function).__name__
     builtins = [getattr(module, name, None) for module in (F, core)]
-    if name in KERNELS and type(function) in builtins:
-        return KERNELS[name]
+    if type(function) in builtins:
+        return KERNELS.get(name) or LOWERINGS.get(name)
     return None
 
 
 # --- tracing --------------------------------------------------------------------------------
 class _Tracer:
     def __init__(self, graph):
-        self.graph, self.buffer_of, self.seen = graph, {}, []
+        self.graph, self.buffer_of, self.seen, self.calls = graph, {}, [], []
 
     def buffer(self, x):
         """The buffer of an input: a traced Variable's, or a new leaf bound to the
@@ -154,19 +176,25 @@ class _Tracer:
     def record(self, function, inputs, output):
         found = _kernel_of(function)
         if found is None or not isinstance(output, Variable):
-            known = ", ".join(sorted(KERNELS))
+            known = ", ".join(sorted({**KERNELS, **LOWERINGS}))
             raise TypeError(f"plan: {type(function).__name__} has no kernel in "
                             f"dezero_mini.planning; it knows {known}")
-        kernel, inplace = found
-        scalars = [x for x in inputs if not isinstance(x, (Variable, np.ndarray))]
-        if scalars:  # a Python number: the kernel gets it as it is, with its weak dtype
-            kernel = _with_scalars(kernel, inputs)
-            inputs = [x for x in inputs if isinstance(x, (Variable, np.ndarray))]
-            inplace = tuple(range(len(inputs)))
-        xs = [self.buffer(x) for x in inputs]
-        y = self.graph.op(type(function).__name__.lower(), kernel, xs, output.data.shape,
-                          output.data.dtype, inplace)
+        shape, dtype = output.data.shape, output.data.dtype
+        if callable(found):  # several nodes
+            xs = [self.buffer(x) for x in inputs]
+            y, saved = found(self.graph, xs, shape, dtype)
+        else:
+            kernel, inplace = found
+            scalars = [x for x in inputs if not isinstance(x, (Variable, np.ndarray))]
+            if scalars:  # a Python number: the kernel gets it as it is, with its weak dtype
+                kernel = _with_scalars(kernel, inputs)
+                inputs = [x for x in inputs if isinstance(x, (Variable, np.ndarray))]
+                inplace = tuple(range(len(inputs)))
+            xs = [self.buffer(x) for x in inputs]
+            y, saved = self.graph.op(type(function).__name__.lower(), kernel, xs, shape, dtype,
+                                     inplace), None
         self.bind(output, y)
+        self.calls.append((type(function).__name__, xs, y, saved))
 
 
 def _with_scalars(kernel, inputs):
@@ -180,9 +208,12 @@ def _with_scalars(kernel, inputs):
     return with_numbers
 
 
-def trace(fn, *feeds):
+def trace(fn, *feeds, wrt=()):
     """Run ``fn`` once on Variables of the arrays ``feeds`` (under
-    ``no_grad()``) and return its static Graph: one node per Function call."""
+    ``no_grad()``) and return its static Graph: a node per Function call
+    (MeanSquaredError: four). Its outputs: ``fn``'s result, then, when
+    ``wrt`` names Variables (parameters), the gradient of the result with
+    respect to each, traced as backward nodes (``GRADIENTS``)."""
     graph = Graph()
     tracer = _Tracer(graph)
     variables = [Variable(np.asarray(a)) for a in feeds]
@@ -205,6 +236,124 @@ def trace(fn, *feeds):
     if not isinstance(result, Variable) or id(result) not in tracer.buffer_of:
         raise TypeError("plan: fn must return a Variable computed from its inputs")
     graph.outputs.append(tracer.buffer_of[id(result)])
+    if wrt:
+        targets = [tracer.buffer_of.get(id(p)) for p in wrt]
+        graph.outputs += _backward_graph(graph, tracer.calls, graph.outputs[0], targets)
+    return _prune(graph)
+
+
+# --- backward: each Function's backward formula as nodes ---------------------------------
+def _node(g, name, kernel, inputs, like, inplace=()):
+    """A node whose result has the shape and dtype of buffer ``like``."""
+    return g.op(name, kernel, inputs, g.buffers[like].shape, g.buffers[like].dtype, inplace)
+
+
+def _times(g, a, b):
+    return _node(g, "mul", _binary(np.multiply), [a, b], a, (0, 1))
+
+
+def _one_minus(g, y):  # _const(1, y) - y: a 1 of y's dtype
+    one = np.asarray(1, dtype=g.buffers[y].dtype)
+    return _node(g, "one_minus", lambda out, v: np.subtract(one, v, out=out), [y], y, (0,))
+
+
+def _sum_to(g, gy, like):
+    """utils.sum_to(gy, shape of like): gy itself when the shapes agree."""
+    shape, gy_shape = g.buffers[like].shape, g.buffers[gy].shape
+    if shape == gy_shape:
+        return gy
+    lead = len(gy_shape) - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape)
+                                      if n == 1 and gy_shape[lead + i] != 1)
+    kept = tuple(1 if i in axes else n for i, n in enumerate(gy_shape))
+    return _node(g, "sum_to", lambda out, v: np.sum(v, axis=axes, keepdims=True,
+                                                     out=out.reshape(kept)), [gy], like)
+
+
+def _matmul_grads(g, xs, y, saved, gy):
+    x, W = xs[:2]
+    if len(g.buffers[x].shape) != 2 or len(g.buffers[W].shape) != 2:
+        raise TypeError("plan: only the gradients of 2-D matrix products are planned")
+    gx = _node(g, "matmul_gx", lambda out, gy, W: np.matmul(gy, W.T, out=out), [gy, W], x)
+    gW = _node(g, "matmul_gW", lambda out, x, gy: np.matmul(x.T, gy, out=out), [x, gy], W)
+    return [gx, gW] + [_sum_to(g, gy, b) for b in xs[2:]]
+
+
+def _mean_squared_error_grads(g, xs, y, diff, gy):  # gy * diff * 2/n, and its negative
+    scale = np.asarray(2.0 * (1.0 / _count(g, diff)), dtype=g.buffers[diff].dtype)
+    gx0 = _node(g, "scale", lambda out, v: np.multiply(v, scale, out=out),
+                [_node(g, "mul", _binary(np.multiply), [gy, diff], diff)], diff, (0,))
+    return [gx0, _node(g, "neg", lambda out, v: np.negative(v, out=out), [gx0], gx0, (0,))]
+
+
+def _relu_grads(g, xs, y, saved, gy):
+    """ReLU.backward's gy * (x > 0), with the mask read from the output:
+    y > 0 exactly where x > 0, so the input can die at the ReLU (in place)."""
+    mask = g.op("positive", lambda out, v: np.greater(v, 0, out=out), [y], g.buffers[y].shape,
+                np.bool_)
+    return [_node(g, "mul", _binary(np.multiply), [gy, mask], gy, (0,))]
+
+
+#: name -> gradients(graph, input buffers, output buffer, saved, gy) -> a buffer per input,
+#: each the same numpy operations, in the same order, as the Function's backward.
+GRADIENTS = {
+    "Linear": _matmul_grads,
+    "MatMul": _matmul_grads,
+    "Sigmoid": lambda g, xs, y, saved, gy: [_times(g, _times(g, gy, y), _one_minus(g, y))],
+    "Tanh": lambda g, xs, y, saved, gy: [_times(g, gy, _one_minus(g, _times(g, y, y)))],
+    "Exp": lambda g, xs, y, saved, gy: [_times(g, gy, y)],
+    "ReLU": _relu_grads,
+    "MeanSquaredError": _mean_squared_error_grads,
+}
+
+
+def _backward_graph(graph, calls, result, targets):
+    """The nodes of backward from ``result`` to the buffers ``targets``, in
+    the order of dezero_mini's backward (newest generation first, ties in the
+    order reached), so that gradients summed over several uses agree to the
+    bit; the buffer of each target's gradient."""
+    needed, creator, generation = {t for t in targets if t is not None}, {}, {}
+    for call in calls:
+        name, xs, y, saved = call
+        if needed.intersection(xs):
+            needed.add(y)
+        creator[y] = (max([generation.get(x, 0) for x in xs], default=0), call)
+        generation[y] = creator[y][0] + 1
+    grads, pending, order = {}, [], itertools.count()
+
+    def send(x, gx):
+        if x not in needed:
+            return
+        if x in grads:
+            gx = _node(graph, "accumulate", _binary(np.add), [grads[x], gx], x, (0, 1))
+        elif x in creator:
+            heapq.heappush(pending, (-creator[x][0], next(order), x))
+        grads[x] = gx
+
+    dtype = graph.buffers[result].dtype
+    send(result, graph.op("ones", lambda out: out.fill(1), [], graph.buffers[result].shape, dtype))
+    while pending:
+        _, _, y = heapq.heappop(pending)
+        name, xs, _, saved = creator[y][1]
+        if name not in GRADIENTS:
+            raise TypeError(f"plan: {name} has no backward in dezero_mini.planning; it "
+                            f"differentiates {', '.join(sorted(GRADIENTS))}")
+        for x, gx in zip(xs, GRADIENTS[name](graph, xs, y, saved, grads[y])):
+            send(x, gx)
+    missing = [k for k, b in enumerate(targets) if b not in grads]
+    if missing:
+        raise ValueError(f"plan: wrt[{missing[0]}] does not take part in the result")
+    return [grads[b] for b in targets]
+
+
+def _prune(graph):
+    """Drop the nodes whose results nobody uses (the gradient of the input)."""
+    used, kept = set(graph.outputs), []
+    for node in reversed(graph.nodes):
+        if node.output in used:
+            used.update(node.inputs)
+            kept.append(node)
+    graph.nodes = kept[::-1]
     return graph
 
 
@@ -339,6 +488,35 @@ class PlannedInference:
 
     def __call__(self, x):
         return self.executor(x)[0]
+
+
+class PlannedTraining:
+    """One training step of ``loss_fn(model(x), t)``, traced once and planned:
+    ``step(x, t)`` returns the loss and the gradient of each of
+    ``model.params()`` (arrays: views of the plan's storage). The parameters
+    are read by reference, so an optimizer that updates ``p.data`` in place
+    is seen by the next step."""
+
+    def __init__(self, model, loss_fn, x, t, **planner):
+        self.params = list(model.params())
+        self.graph = trace(lambda x, t: loss_fn(model(x), t), x, t, wrt=self.params)
+        self.plan = plan_memory(self.graph, **planner)
+        self.executor = Executor(self.plan)
+
+    def __call__(self, x, t):
+        loss, *grads = self.executor(x, t)
+        return loss, grads
+
+
+def plan_training(model, loss_fn, x, t, **planner):
+    """Trace, plan and allocate one training step (forward and backward) of
+    ``loss_fn(model(x), t)``: a ``PlannedTraining``. The Functions of the
+    model and the loss need a backward in ``GRADIENTS`` (Linear, MatMul,
+    Sigmoid, Tanh, Exp, ReLU, MeanSquaredError)."""
+    if not list(model.params()):
+        with no_grad():
+            model(x)  # a Linear layer makes its weights at the first call
+    return PlannedTraining(model, loss_fn, x, t, **planner)
 
 
 def plan_inference(model, x, **planner):

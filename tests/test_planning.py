@@ -15,7 +15,8 @@ import pytest
 import dezero_mini as dz
 from dezero_mini import Function
 from dezero_mini.memory.plans import lower_bound, naive_total, unordered_sharing, written_over
-from dezero_mini.planning import KERNELS, Executor, plan_inference, plan_memory, trace
+from dezero_mini.planning import (KERNELS, Executor, plan_inference, plan_memory, plan_training,
+                                  trace)
 
 F = dz.functions
 UNARY = {"Neg": dz.neg, "Exp": F.exp, "Tanh": F.tanh, "Sigmoid": F.sigmoid, "ReLU": F.relu}
@@ -122,3 +123,48 @@ def test_inputs_of_another_shape_or_number_are_errors():
         run(np.ones((3, 2)))
     with pytest.raises(TypeError, match="Executor: 2 arrays given, the graph takes 1"):
         run.executor(np.ones((2, 3)), np.ones((2, 3)))
+
+
+# --- training ---------------------------------------------------------------------------------
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("activation", [F.relu, F.sigmoid, F.tanh], ids=lambda f: f.__name__)
+def test_a_planned_training_step_gives_backwards_bits_step_after_step(activation, dtype):
+    rng = np.random.RandomState(1)
+    x, t = rng.randn(16, 12).astype(dtype), rng.randn(16, 8).astype(dtype)
+    models = []
+    for _ in range(2):  # the same weights: a Linear makes them at its first call
+        np.random.seed(0)
+        models.append(dz.models.MLP((48, 48, 8), activation=activation))
+        eager(models[-1], x)
+    planned_model, eager_model = models
+    step = plan_training(planned_model, F.mean_squared_error, x, t)
+    assert unordered_sharing(step.plan) == [] and written_over(step.plan) == []
+    assert lower_bound(step.graph) <= step.plan.total < naive_total(step.graph)
+    for _ in range(3):  # SGD in place on both: the plan reads the parameters by reference
+        loss, grads = step(x, t)
+        eager_model.cleargrads()
+        eager_loss = F.mean_squared_error(eager_model(x), t)
+        eager_loss.backward()
+        assert np.array_equal(loss, eager_loss.data)
+        for p, q, g in zip(step.params, eager_model.params(), grads):
+            assert np.array_equal(g, q.grad.data)
+            p.data -= 0.1 * g
+            q.data -= 0.1 * q.grad.data
+
+
+def test_relu_in_training_runs_in_place():
+    """The ReLU's mask is read from its output, so its input dies at the ReLU."""
+    np.random.seed(0)
+    model = dz.models.MLP((32, 32, 4), activation=F.relu)
+    x, t = np.random.randn(8, 6), np.random.randn(8, 4)
+    step = plan_training(model, F.mean_squared_error, x, t)
+    names = [step.graph.nodes[n].name for n in step.plan.inplace_nodes]
+    assert names.count("relu") == 2
+
+
+def test_a_function_without_a_planned_backward_is_named():
+    np.random.seed(0)
+    model = dz.models.MLP((8, 3), activation=F.relu)
+    x, t = np.random.randn(4, 5), np.random.randn(4, 3)
+    with pytest.raises(TypeError, match=r"plan: Neg has no backward in dezero_mini\.planning"):
+        plan_training(model, lambda y, t: F.mean_squared_error(-y, t), x, t)
