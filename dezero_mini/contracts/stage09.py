@@ -99,8 +99,8 @@ def never_shares_between_unordered_nodes(module):
                 u, w = pairs[0]
                 problems.append(
                     f"{network.name}, {'training' if training else 'inference'}: {len(pairs)} "
-                    f"pairs, e.g. node {u} ({graph.nodes[u].name}) and node {w} "
-                    f"({graph.nodes[w].name})")
+                    f"pairs, e.g. node {u} ({getattr(graph.nodes[u], 'name', '?')}) and node "
+                    f"{w} ({getattr(graph.nodes[w], 'name', '?')})")
     return Measurement(
         passed=not problems,
         expected="no pair of unordered nodes on one block (4 networks, training and inference)",

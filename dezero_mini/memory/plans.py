@@ -132,6 +132,16 @@ def _producers(graph):
     return {node.output: n for n, node in enumerate(graph.nodes)}
 
 
+def _readers(graph):
+    """For each buffer, the nodes that read it (computed here: a learner's
+    Graph needs only buffers, nodes, feeds, leaves and outputs)."""
+    readers = [[] for _ in graph.buffers]
+    for n, node in enumerate(graph.nodes):
+        for b in node.inputs:
+            readers[b].append(n)
+    return readers
+
+
 def _lifetimes(graph):
     """For each buffer that a node writes: (first step, end) with the buffer
     live from its node up to its last reader, and to the end of the run for
@@ -194,7 +204,7 @@ def unordered_sharing(plan):
     a plan that adds no order to the graph."""
     graph = plan.graph
     producer, before = _producers(graph), ancestors(graph)
-    readers = graph.readers()
+    readers = _readers(graph)
     pairs = []
     for buffers in _buffers_by_block(plan).values():
         buffers.sort(key=lambda b: producer[b])
@@ -210,7 +220,7 @@ def written_over(plan):
     """Pairs (w, r): node w writes a block whose previous buffer node r still
     reads at or after w's step (in-place at r == w is allowed)."""
     graph = plan.graph
-    producer, readers = _producers(graph), graph.readers()
+    producer, readers = _producers(graph), _readers(graph)
     found = []
     for buffers in _buffers_by_block(plan).values():
         buffers.sort(key=lambda b: producer[b])
