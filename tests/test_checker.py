@@ -243,6 +243,36 @@ CASES = [
         (r'^    __slots__ = \("generation", "next_functions", "outputs", "inputs", "__weakref__"\)\n',
          "", 1),),
         fails=frozenset({"builtin_functions_have_slots"})),
+    # stage 09: plan the memory of a static graph before allocating it
+    Case("plan_written_otherwise", 9, 9, (
+        (r"size, block = min\(big_enough\) if big_enough else max\(fits\)",
+         "size, block = sorted(big_enough or fits, reverse=not big_enough)[0]", 1),
+        (r"self\.arrays\[b\] = \(self\.blocks\[block\]\[:buffer\.nbytes\]\.view\(buffer\.dtype\)\n"
+         r" *\.reshape\(buffer\.shape\)\)",
+         "self.arrays[b] = np.ndarray(buffer.shape, buffer.dtype, self.blocks[block])", 1))),
+    Case("shares_between_parallel_branches", 9, 9, (
+        (r"colour = colour_paths\(graph\) if parallel else \[0\] \* len\(graph\.nodes\)",
+         "colour = [0] * len(graph.nodes)  # one path: blocks go anywhere later", 1),),
+        fails=frozenset({"never_shares_between_unordered_nodes"})),
+    Case("in_place_over_an_input_still_read", 9, 9, (
+        (r"and count\[b\] == node\.inputs\.count\(b\)", "", 1),),
+        # a residual block's h, overwritten by h + b while the second add still reads it
+        fails=frozenset({"planned_equals_eager", "never_shares_between_unordered_nodes",
+                         "never_below_the_lower_bound"})),
+    Case("freed_after_the_first_reader", 9, 9, (
+        (r"count\[b\] -= node\.inputs\.count\(b\)", "count[b] = 0  # read: done with it", 1),),
+        fails=frozenset({"planned_equals_eager", "never_shares_between_unordered_nodes",
+                         "never_below_the_lower_bound"})),
+    Case("shared_block_not_enlarged", 9, 9, (
+        (r"sizes\[block\] = max\(size, out\.nbytes\)", "sizes[block] = size", 1),),
+        # the Executor cannot make a view larger than its block: every run raises
+        fails=frozenset({"never_below_the_lower_bound", "planned_equals_eager",
+                         "executor_allocates_before_running"})),
+    Case("allocates_while_running", 9, 9, (
+        (r"^( *)node\.kernel\(arrays\[node\.output\], ",
+         r"\1arrays[node.output] = np.empty_like(arrays[node.output])  # fresh, as eager\n"
+         r"\1node.kernel(arrays[node.output], ", 1),),
+        fails=frozenset({"executor_allocates_before_running"})),
 ]
 
 

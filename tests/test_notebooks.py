@@ -122,6 +122,12 @@ PROSE_FIGURES = [
      r"MiB against [\d.]+ MiB, ([\d.]+) times less", (2.5, 3.2)),
     ("08_saved_tensors.ipynb", "`__slots__` saves tens of bytes per graph node on Python 3.11+",
      r"the slots save (\d+) to", (10, 99)),
+    ("09_memory_planning.ipynb", "need about 2.7 times less memory than one array per buffer for training",
+     r"the standard MLP needs ([\d.]+)x less for training", (2.5, 2.9)),
+    ("09_memory_planning.ipynb", "and about 3 times less for inference",
+     r"less for training and ([\d.]+)x less for inference", (2.8, 3.3)),
+    ("09_memory_planning.ipynb", "a chain of 100 layers about 150 times for inference",
+     r"instead of [\d,]+ KiB \(([\d.]+)x\)", (140, 160)),
 ]
 
 

@@ -24,10 +24,12 @@ def number_of(stage_name):
     return FINISHED if stage_name == "dezero_mini" else int(stage_name[4:6])
 
 
-#: The stages whose contracts dezero_mini does not keep yet (empty: it keeps
-#: them all). Strict xfails: the day dezero_mini adopts a stage, its cases
-#: pass and the suite says to remove it from here.
-NOT_YET_IN_DEZERO_MINI = set()
+#: The stages whose contracts dezero_mini does not keep yet: stage 09's
+#: (trace, plan_memory, Executor on the stage's own API): dezero_mini's planner
+#: (dezero_mini.planning) plans a Model's inference and training step, but under
+#: other names and for fewer Functions. Strict xfails: the day dezero_mini
+#: keeps a stage's contracts, its cases pass and the suite says to remove it.
+NOT_YET_IN_DEZERO_MINI = {9}
 
 
 def _param(contract, stage):

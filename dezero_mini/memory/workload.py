@@ -47,13 +47,13 @@ class Workload:
     ----------
     module: a stage module, or anything ``load_stage`` accepts (``3``, ``"dezero_mini"``).
     batch_size, in_features, hidden, out_features: the sizes; two hidden
-        layers of width ``hidden``.
+        layers of width ``hidden`` (``hidden_layers`` of them if given).
     lr: the SGD learning rate.
     seed: seeds the initial weights, the teacher and every batch.
     """
 
     def __init__(self, module, *, batch_size=256, in_features=32, hidden=32,
-                 out_features=1, lr=0.1, seed=0):
+                 out_features=1, lr=0.1, seed=0, hidden_layers=2):
         module = load_stage(module)
         self.module = module
         self.batch_size = batch_size
@@ -62,9 +62,10 @@ class Workload:
         self.out_features = out_features
         self.lr = lr
         self.seed = seed
+        self.hidden_layers = hidden_layers
 
         rng = np.random.RandomState(seed)
-        sizes = [in_features, hidden, hidden, out_features]
+        sizes = [in_features] + [hidden] * hidden_layers + [out_features]
         self.layers = []
         for k, (n_in, n_out) in enumerate(zip(sizes[:-1], sizes[1:]), start=1):
             W = module.Variable(rng.randn(n_in, n_out) / np.sqrt(n_in), name=f"W{k}")
@@ -169,6 +170,7 @@ class Workload:
             "out_features": self.out_features,
             "lr": self.lr,
             "seed": self.seed,
+            "hidden_layers": self.hidden_layers,
         }
 
     def __repr__(self):

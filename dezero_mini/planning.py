@@ -1,0 +1,526 @@
+"""Stage 09's memory planner for dezero_mini: plan a model's forward before allocating it.
+
+The same planner as ``steps/step09_memory_planning.py`` (MXNet's design: a
+static graph, lifetimes by counting readers, in-place, best-fit sharing, no
+sharing between nodes that could run in parallel), for dezero_mini's own
+Functions::
+
+    import dezero_mini as dz
+    from dezero_mini.planning import plan_inference
+
+    model = dz.models.MLP((4096, 4096, 10), activation=dz.functions.relu)
+    run = plan_inference(model, x)   # traces model(x) once, plans, allocates
+    y = run(x)                       # the same bits as model(x) under no_grad()
+    run.plan.total                   # the bytes allocated for every activation
+
+What it relies on in dezero_mini, so that a rewrite of the core keeps it
+working: the public Function classes (``Linear``, ``MatMul``, ``Add``,
+``Sub``, ``Mul``, ``Neg``, ``Exp``, ``Tanh``, ``Sigmoid``, ``ReLU``: looked up
+by name in ``dezero_mini.functions`` and ``dezero_mini.core``, and only those
+found are planned), the fact that calling a Function
+goes through ``Function.__call__(self, *inputs)`` and returns a Variable, a
+Variable's ``data``, and ``no_grad()``. While ``trace`` runs,
+``Function.__call__`` is wrapped to record each call, and put back after.
+Each kernel repeats its Function's forward formula one numpy operation at a
+time, in the same order, so that the planned result is the same bits; a test
+(``tests/test_planning.py``) holds each one to it.
+
+``plan_training(model, loss_fn, x, t)`` plans a whole training step the
+same way, for the Functions whose backward it knows (``GRADIENTS``: Linear,
+MatMul, Sigmoid, Tanh, Exp, ReLU, MeanSquaredError); it relies in addition
+on ``model.params()`` and on dezero_mini's backward order (newest
+generation first), which matters only where a value is used more than once.
+"""
+import heapq
+import itertools
+
+import numpy as np
+
+from dezero_mini import core
+from dezero_mini import functions as F
+from dezero_mini.core import Function, Variable, no_grad
+
+
+class Buffer:
+    """One array of the static graph: shape and dtype, no data yet."""
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), np.dtype(dtype)
+        self.nbytes = int(np.prod(self.shape, dtype=np.int64)) * self.dtype.itemsize
+
+
+class Node:
+    """``kernel(out, *inputs)`` writes buffer ``output`` from buffers
+    ``inputs``; ``inplace``: the inputs it may write over."""
+
+    def __init__(self, name, kernel, inputs, output, inplace):
+        self.name, self.kernel = name, kernel
+        self.inputs, self.output, self.inplace = list(inputs), output, tuple(inplace)
+
+
+class Graph:
+    """Nodes in the order they run, over numbered buffers: ``feeds`` (given at
+    each run), ``leaves`` (bound once to an array: the parameters),
+    ``outputs`` (returned)."""
+
+    def __init__(self):
+        self.buffers, self.nodes, self.feeds, self.outputs, self.leaves = [], [], [], [], {}
+
+    def buffer(self, shape, dtype):
+        self.buffers.append(Buffer(shape, dtype))
+        return len(self.buffers) - 1
+
+    def op(self, name, kernel, inputs, shape, dtype, inplace=()):
+        output = self.buffer(shape, dtype)
+        self.nodes.append(Node(name, kernel, inputs, output, inplace))
+        return output
+
+    def readers(self):
+        """For each buffer, the nodes that read it."""
+        readers = [[] for _ in self.buffers]
+        for n, node in enumerate(self.nodes):
+            for b in node.inputs:
+                readers[b].append(n)
+        return readers
+
+
+# --- kernels: each Function's forward, into a given array -------------------------------
+def _binary(ufunc):
+    return lambda out, a, b: ufunc(a, b, out=out)
+
+
+def _linear(out, x, W, b=None):  # Linear.forward: y = x @ W, then y += b in place
+    np.matmul(x, W, out=out)
+    if b is not None:
+        np.add(out, b, out=out)
+
+
+def _sigmoid(out, x):  # Sigmoid.forward: 1 / (1 + exp(-x))
+    np.negative(x, out=out)
+    np.exp(out, out=out)
+    np.add(1, out, out=out)
+    np.divide(1, out, out=out)
+
+
+def _relu(out, x):  # ReLU.forward: maximum(x, 0) in x's dtype
+    np.maximum(x, 0, out=out)
+
+
+#: Function class name -> (kernel, the inputs it may write over).
+KERNELS = {
+    "Linear": (_linear, ()),
+    "MatMul": (_binary(np.matmul), ()),
+    "Add": (_binary(np.add), (0, 1)),
+    "Sub": (_binary(np.subtract), (0, 1)),
+    "Mul": (_binary(np.multiply), (0, 1)),
+    "Neg": (lambda out, x: np.negative(x, out=out), (0,)),
+    "Exp": (lambda out, x: np.exp(x, out=out), (0,)),
+    "Tanh": (lambda out, x: np.tanh(x, out=out), (0,)),
+    "Sigmoid": (_sigmoid, (0,)),
+    "ReLU": (_relu, (0,)),
+}
+
+
+def _mean_squared_error(g, xs, shape, dtype):
+    """MeanSquaredError.forward as nodes: diff, diff ** 2, its sum, times 1 / n."""
+    diff = g.op("sub", _binary(np.subtract), xs, g.buffers[xs[0]].shape, dtype, (0, 1))
+    square = g.op("square", lambda out, d: np.square(d, out=out), [diff], g.buffers[diff].shape,
+                  dtype, (0,))
+    total = g.op("sum", lambda out, s: np.sum(s, out=out), [square], (), dtype)
+    inverse = 1.0 / _count(g, diff)  # utils.inverse_count
+    return g.op("mean", lambda out, s: np.multiply(s, inverse, out=out), [total], (), dtype,
+                (0,)), diff
+
+
+def _count(g, b):
+    return int(np.prod(g.buffers[b].shape, dtype=np.int64))
+
+
+#: Functions lowered to several nodes: name -> lowering(graph, xs, shape, dtype) -> (y, saved).
+LOWERINGS = {"MeanSquaredError": _mean_squared_error}
+
+
+def _kernel_of(function):
+    """The kernel of a Function, if it is a built-in one that the planner knows
+    (a class of that name in dezero_mini.functions or dezero_mini.core: a
+    subclass, or a learner's own Function of the same name, is not)."""
+    name = type(function).__name__
+    builtins = [getattr(module, name, None) for module in (F, core)]
+    if type(function) in builtins:
+        return KERNELS.get(name) or LOWERINGS.get(name)
+    return None
+
+
+# --- tracing --------------------------------------------------------------------------------
+class _Tracer:
+    def __init__(self, graph):
+        self.graph, self.buffer_of, self.seen, self.calls = graph, {}, [], []
+
+    def buffer(self, x):
+        """The buffer of an input: a traced Variable's, or a new leaf bound to the
+        array (a parameter, a constant)."""
+        if isinstance(x, Variable):
+            if id(x) not in self.buffer_of:
+                self.bind(x, self.graph.buffer(x.data.shape, x.data.dtype))
+                self.graph.leaves[self.buffer_of[id(x)]] = x.data
+            return self.buffer_of[id(x)]
+        array = np.asarray(x)
+        b = self.graph.buffer(array.shape, array.dtype)
+        self.graph.leaves[b] = array
+        return b
+
+    def bind(self, x, b):
+        self.buffer_of[id(x)] = b
+        self.seen.append(x)  # alive while tracing: its id stays its own
+
+    def record(self, function, inputs, output):
+        found = _kernel_of(function)
+        if found is None or not isinstance(output, Variable):
+            known = ", ".join(sorted({**KERNELS, **LOWERINGS}))
+            raise TypeError(f"plan: {type(function).__name__} has no kernel in "
+                            f"dezero_mini.planning; it knows {known}")
+        shape, dtype = output.data.shape, output.data.dtype
+        if callable(found):  # several nodes
+            xs = [self.buffer(x) for x in inputs]
+            y, saved = found(self.graph, xs, shape, dtype)
+        else:
+            kernel, inplace = found
+            scalars = [x for x in inputs if not isinstance(x, (Variable, np.ndarray))]
+            if scalars:  # a Python number: the kernel gets it as it is, with its weak dtype
+                kernel = _with_scalars(kernel, inputs)
+                inputs = [x for x in inputs if isinstance(x, (Variable, np.ndarray))]
+                inplace = tuple(range(len(inputs)))
+            xs = [self.buffer(x) for x in inputs]
+            y, saved = self.graph.op(type(function).__name__.lower(), kernel, xs, shape, dtype,
+                                     inplace), None
+        self.bind(output, y)
+        self.calls.append((type(function).__name__, xs, y, saved))
+
+
+def _with_scalars(kernel, inputs):
+    """``kernel`` with the Python numbers among ``inputs`` put back in their places."""
+    slots = [None if isinstance(x, (Variable, np.ndarray)) else x for x in inputs]
+
+    def with_numbers(out, *arrays):
+        given = iter(arrays)
+        return kernel(out, *[next(given) if s is None else s for s in slots])
+
+    return with_numbers
+
+
+def trace(fn, *feeds, wrt=()):
+    """Run ``fn`` once on Variables of the arrays ``feeds`` (under
+    ``no_grad()``) and return its static Graph: a node per Function call
+    (MeanSquaredError: four). Its outputs: ``fn``'s result, then, when
+    ``wrt`` names Variables (parameters), the gradient of the result with
+    respect to each, traced as backward nodes (``GRADIENTS``)."""
+    graph = Graph()
+    tracer = _Tracer(graph)
+    variables = [Variable(np.asarray(a)) for a in feeds]
+    for x in variables:
+        tracer.bind(x, graph.buffer(x.data.shape, x.data.dtype))
+        graph.feeds.append(tracer.buffer_of[id(x)])
+    original = Function.__call__
+
+    def recording(self, *inputs):
+        output = original(self, *inputs)
+        tracer.record(self, inputs, output)
+        return output
+
+    Function.__call__ = recording
+    try:
+        with no_grad():
+            result = fn(*variables)
+    finally:
+        Function.__call__ = original
+    if not isinstance(result, Variable) or id(result) not in tracer.buffer_of:
+        raise TypeError("plan: fn must return a Variable computed from its inputs")
+    graph.outputs.append(tracer.buffer_of[id(result)])
+    if wrt:
+        targets = [tracer.buffer_of.get(id(p)) for p in wrt]
+        graph.outputs += _backward_graph(graph, tracer.calls, graph.outputs[0], targets)
+    return _prune(graph)
+
+
+# --- backward: each Function's backward formula as nodes ---------------------------------
+def _node(g, name, kernel, inputs, like, inplace=()):
+    """A node whose result has the shape and dtype of buffer ``like``."""
+    return g.op(name, kernel, inputs, g.buffers[like].shape, g.buffers[like].dtype, inplace)
+
+
+def _times(g, a, b):
+    return _node(g, "mul", _binary(np.multiply), [a, b], a, (0, 1))
+
+
+def _one_minus(g, y):  # _const(1, y) - y: a 1 of y's dtype
+    one = np.asarray(1, dtype=g.buffers[y].dtype)
+    return _node(g, "one_minus", lambda out, v: np.subtract(one, v, out=out), [y], y, (0,))
+
+
+def _sum_to(g, gy, like):
+    """utils.sum_to(gy, shape of like): gy itself when the shapes agree."""
+    shape, gy_shape = g.buffers[like].shape, g.buffers[gy].shape
+    if shape == gy_shape:
+        return gy
+    lead = len(gy_shape) - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, n in enumerate(shape)
+                                      if n == 1 and gy_shape[lead + i] != 1)
+    kept = tuple(1 if i in axes else n for i, n in enumerate(gy_shape))
+    return _node(g, "sum_to", lambda out, v: np.sum(v, axis=axes, keepdims=True,
+                                                     out=out.reshape(kept)), [gy], like)
+
+
+def _matmul_grads(g, xs, y, saved, gy):
+    x, W = xs[:2]
+    if len(g.buffers[x].shape) != 2 or len(g.buffers[W].shape) != 2:
+        raise TypeError("plan: only the gradients of 2-D matrix products are planned")
+    gx = _node(g, "matmul_gx", lambda out, gy, W: np.matmul(gy, W.T, out=out), [gy, W], x)
+    gW = _node(g, "matmul_gW", lambda out, x, gy: np.matmul(x.T, gy, out=out), [x, gy], W)
+    return [gx, gW] + [_sum_to(g, gy, b) for b in xs[2:]]
+
+
+def _mean_squared_error_grads(g, xs, y, diff, gy):  # gy * diff * 2/n, and its negative
+    scale = np.asarray(2.0 * (1.0 / _count(g, diff)), dtype=g.buffers[diff].dtype)
+    gx0 = _node(g, "scale", lambda out, v: np.multiply(v, scale, out=out),
+                [_node(g, "mul", _binary(np.multiply), [gy, diff], diff)], diff, (0,))
+    return [gx0, _node(g, "neg", lambda out, v: np.negative(v, out=out), [gx0], gx0, (0,))]
+
+
+def _relu_grads(g, xs, y, saved, gy):
+    """ReLU.backward's gy * (x > 0), with the mask read from the output:
+    y > 0 exactly where x > 0, so the input can die at the ReLU (in place)."""
+    mask = g.op("positive", lambda out, v: np.greater(v, 0, out=out), [y], g.buffers[y].shape,
+                np.bool_)
+    return [_node(g, "mul", _binary(np.multiply), [gy, mask], gy, (0,))]
+
+
+#: name -> gradients(graph, input buffers, output buffer, saved, gy) -> a buffer per input,
+#: each the same numpy operations, in the same order, as the Function's backward.
+GRADIENTS = {
+    "Linear": _matmul_grads,
+    "MatMul": _matmul_grads,
+    "Sigmoid": lambda g, xs, y, saved, gy: [_times(g, _times(g, gy, y), _one_minus(g, y))],
+    "Tanh": lambda g, xs, y, saved, gy: [_times(g, gy, _one_minus(g, _times(g, y, y)))],
+    "Exp": lambda g, xs, y, saved, gy: [_times(g, gy, y)],
+    "ReLU": _relu_grads,
+    "MeanSquaredError": _mean_squared_error_grads,
+}
+
+
+def _backward_graph(graph, calls, result, targets):
+    """The nodes of backward from ``result`` to the buffers ``targets``, in
+    the order of dezero_mini's backward (newest generation first, ties in the
+    order reached), so that gradients summed over several uses agree to the
+    bit; the buffer of each target's gradient."""
+    needed, creator, generation = {t for t in targets if t is not None}, {}, {}
+    for call in calls:
+        name, xs, y, saved = call
+        if needed.intersection(xs):
+            needed.add(y)
+        creator[y] = (max([generation.get(x, 0) for x in xs], default=0), call)
+        generation[y] = creator[y][0] + 1
+    grads, pending, order = {}, [], itertools.count()
+
+    def send(x, gx):
+        if x not in needed:
+            return
+        if x in grads:
+            gx = _node(graph, "accumulate", _binary(np.add), [grads[x], gx], x, (0, 1))
+        elif x in creator:
+            heapq.heappush(pending, (-creator[x][0], next(order), x))
+        grads[x] = gx
+
+    dtype = graph.buffers[result].dtype
+    send(result, graph.op("ones", lambda out: out.fill(1), [], graph.buffers[result].shape, dtype))
+    while pending:
+        _, _, y = heapq.heappop(pending)
+        name, xs, _, saved = creator[y][1]
+        if name not in GRADIENTS:
+            raise TypeError(f"plan: {name} has no backward in dezero_mini.planning; it "
+                            f"differentiates {', '.join(sorted(GRADIENTS))}")
+        for x, gx in zip(xs, GRADIENTS[name](graph, xs, y, saved, grads[y])):
+            send(x, gx)
+    missing = [k for k, b in enumerate(targets) if b not in grads]
+    if missing:
+        raise ValueError(f"plan: wrt[{missing[0]}] does not take part in the result")
+    return [grads[b] for b in targets]
+
+
+def _prune(graph):
+    """Drop the nodes whose results nobody uses (the gradient of the input)."""
+    used, kept = set(graph.outputs), []
+    for node in reversed(graph.nodes):
+        if node.output in used:
+            used.update(node.inputs)
+            kept.append(node)
+    graph.nodes = kept[::-1]
+    return graph
+
+
+# --- planning -------------------------------------------------------------------------------
+def colour_paths(graph):
+    """MXNet's heuristic: colour the longest path, then the longest of what is
+    left, and so on; nodes of one colour run one after another."""
+    producer = {node.output: n for n, node in enumerate(graph.nodes)}
+    before = [sorted({producer[b] for b in node.inputs if b in producer}) for node in graph.nodes]
+    colour = [None] * len(graph.nodes)
+    for c in itertools.count():
+        length, previous = {}, {}
+        for n in range(len(graph.nodes)):
+            if colour[n] is None:
+                best = max((p for p in before[n] if colour[p] is None), default=None,
+                           key=lambda p: length[p])
+                length[n] = 1 + (length[best] if best is not None else 0)
+                previous[n] = best
+        if not length:
+            return colour
+        n = max(length, key=length.get)
+        while n is not None:
+            colour[n], n = c, previous[n]
+
+
+class Plan:
+    """``storage_of[b]``: the block of each buffer a node writes (None for
+    feeds and leaves); ``sizes``: bytes per block; ``total``: their sum."""
+
+    def __init__(self, graph, storage_of, sizes, inplace_nodes):
+        self.graph, self.storage_of, self.sizes = graph, storage_of, sizes
+        self.inplace_nodes = inplace_nodes
+
+    @property
+    def total(self):
+        return int(sum(self.sizes))
+
+
+def plan_memory(graph, inplace=True, share=True, parallel=True):
+    """Give each buffer that a node writes a block, before anything is
+    allocated (see the step file of stage 09 for the lesson): reference counts
+    give lifetimes; a node writes over an input that dies at it (``inplace``)
+    or takes the smallest free block that fits (``share``); with
+    ``parallel``, blocks move only along one coloured path."""
+    readers = graph.readers()
+    count = [len(r) + (b in graph.outputs) for b, r in enumerate(readers)]
+    colour = colour_paths(graph) if parallel else [0] * len(graph.nodes)
+
+    def freeable(b, n):
+        return not parallel or all(colour[r] == colour[n] for r in readers[b])
+
+    storage_of, sizes, free, inplace_nodes = [None] * len(graph.buffers), [], [], []
+    for n, node in enumerate(graph.nodes):
+        out = graph.buffers[node.output]
+        block = None
+        for i in node.inplace if inplace else ():
+            b = node.inputs[i]
+            if (storage_of[b] is not None and count[b] == node.inputs.count(b)
+                    and graph.buffers[b].shape == out.shape and graph.buffers[b].dtype == out.dtype
+                    and freeable(b, n)):
+                block = storage_of[b]
+                inplace_nodes.append(n)
+                break
+        if block is None and share:
+            fits = [(sizes[s], s) for s, c in free if c == colour[n]]
+            if fits:
+                big_enough = [f for f in fits if f[0] >= out.nbytes]
+                size, block = min(big_enough) if big_enough else max(fits)
+                free.remove((block, colour[n]))
+                sizes[block] = max(size, out.nbytes)
+        if block is None:
+            sizes.append(out.nbytes)
+            block = len(sizes) - 1
+        storage_of[node.output] = block
+        for b in set(node.inputs):
+            count[b] -= node.inputs.count(b)
+            if count[b] == 0 and storage_of[b] not in (None, block) and freeable(b, n):
+                free.append((storage_of[b], colour[n]))
+        if count[node.output] == 0:
+            free.append((block, colour[n]))
+    return Plan(graph, storage_of, sizes, inplace_nodes)
+
+
+class Executor:
+    """Allocate a Plan's blocks once; each call runs every node into them."""
+
+    def __init__(self, plan):
+        graph = plan.graph
+        self.graph, self.plan = graph, plan
+        self.blocks = [np.empty(size, np.uint8) for size in plan.sizes]
+        self.arrays = [None] * len(graph.buffers)
+        for b, block in enumerate(plan.storage_of):
+            if block is not None:
+                buffer = graph.buffers[b]
+                self.arrays[b] = (self.blocks[block][:buffer.nbytes].view(buffer.dtype)
+                                  .reshape(buffer.shape))
+        for b, array in graph.leaves.items():
+            self.arrays[b] = array  # by reference: parameters updated in place are seen
+
+    def __call__(self, *feeds):
+        """The outputs for these arrays: views of the blocks, which the next
+        call writes over."""
+        if len(feeds) != len(self.graph.feeds):
+            raise TypeError(f"Executor: {len(feeds)} arrays given, the graph takes "
+                            f"{len(self.graph.feeds)}")
+        for b, array in zip(self.graph.feeds, feeds):
+            buffer = self.graph.buffers[b]
+            array = array.data if isinstance(array, Variable) else array
+            if array.shape != buffer.shape or array.dtype != buffer.dtype:
+                raise ValueError(f"Executor: an input of shape {array.shape} and dtype "
+                                 f"{array.dtype}; the plan was made for {buffer.shape} "
+                                 f"{buffer.dtype}")
+            self.arrays[b] = array
+        arrays = self.arrays
+        for node in self.graph.nodes:
+            node.kernel(arrays[node.output], *[arrays[b] for b in node.inputs])
+        outputs = [arrays[b] for b in self.graph.outputs]
+        for b in self.graph.feeds:
+            arrays[b] = None
+        return outputs
+
+
+class PlannedInference:
+    """A model's forward, traced once and planned: call it with an array of
+    the traced shape and dtype; it returns the output array (a view of the
+    plan's storage, overwritten by the next call)."""
+
+    def __init__(self, model, x, **planner):
+        self.graph = trace(model, x)
+        self.plan = plan_memory(self.graph, **planner)
+        self.executor = Executor(self.plan)
+
+    def __call__(self, x):
+        return self.executor(x)[0]
+
+
+class PlannedTraining:
+    """One training step of ``loss_fn(model(x), t)``, traced once and planned:
+    ``step(x, t)`` returns the loss and the gradient of each of
+    ``model.params()`` (arrays: views of the plan's storage). The parameters
+    are read by reference, so an optimizer that updates ``p.data`` in place
+    is seen by the next step."""
+
+    def __init__(self, model, loss_fn, x, t, **planner):
+        self.params = list(model.params())
+        self.graph = trace(lambda x, t: loss_fn(model(x), t), x, t, wrt=self.params)
+        self.plan = plan_memory(self.graph, **planner)
+        self.executor = Executor(self.plan)
+
+    def __call__(self, x, t):
+        loss, *grads = self.executor(x, t)
+        return loss, grads
+
+
+def plan_training(model, loss_fn, x, t, **planner):
+    """Trace, plan and allocate one training step (forward and backward) of
+    ``loss_fn(model(x), t)``: a ``PlannedTraining``. The Functions of the
+    model and the loss need a backward in ``GRADIENTS`` (Linear, MatMul,
+    Sigmoid, Tanh, Exp, ReLU, MeanSquaredError)."""
+    if not list(model.params()):
+        with no_grad():
+            model(x)  # a Linear layer makes its weights at the first call
+    return PlannedTraining(model, loss_fn, x, t, **planner)
+
+
+def plan_inference(model, x, **planner):
+    """Trace ``model(x)`` (any callable of one Variable made of dezero_mini's
+    planned Functions), plan it and allocate it: a ``PlannedInference``.
+    ``planner``: keyword arguments of ``plan_memory``."""
+    return PlannedInference(model, x, **planner)
