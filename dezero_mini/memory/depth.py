@@ -68,15 +68,8 @@ class DeepChain(Workload):
         return super().parameters + [p for layer in self.chain for p in layer]
 
     def run(self, first, last):
-        """A function ``h -> h`` that applies layers ``first`` to ``last - 1`` of the chain."""
-        m = self.module
-
-        def layers(h):
-            for W, b in self.chain[first:last]:
-                h = m.add(h, m.tanh(m.add(m.matmul(h, W), b)))
-            return h
-
-        return layers
+        """Layers ``first`` to ``last - 1`` of the chain as one ``ChainSegment``."""
+        return ChainSegment(self.module, self.chain[first:last])
 
     @property
     def boundaries(self):
@@ -102,6 +95,21 @@ class DeepChain(Workload):
 
     def describe(self):
         return {**super().describe(), "depth": self.depth, "segments": self.segments}
+
+
+class ChainSegment:
+    """A run of residual layers as one callable object ``h -> h``: what
+    ``checkpoint`` usually gets, a Layer-like object that holds its
+    parameters (a closure would do as well)."""
+
+    def __init__(self, module, layers):
+        self.add, self.tanh, self.matmul = module.add, module.tanh, module.matmul
+        self.layers = layers  # [(W, b), ...]
+
+    def __call__(self, h):
+        for W, b in self.layers:
+            h = self.add(h, self.tanh(self.add(self.matmul(h, W), b)))
+        return h
 
 
 def step_peak(workload, i=0):
