@@ -41,11 +41,12 @@ class DeepChain(Workload):
     vanishes, and it still learns.
     """
 
-    def __init__(self, module, *, depth=64, segments=None, batch_size=512, hidden=8,
-                 **settings):
-        # A wide batch and a narrow layer: an activation (32 KiB) weighs 64 times
-        # a layer's weights, so memory is the activations', and 1,024 layers
-        # take well under a second.
+    def __init__(self, module, *, depth=64, segments=None, batch_size=1024, hidden=8,
+                 dtype=np.float32, **settings):
+        # A wide batch and a narrow layer: an activation (32 KiB) weighs 128 times
+        # a layer's weights, so memory is the activations', and 1,024 layers take
+        # well under a second. float32, as deep learning trains (and DeZero's
+        # layers): numpy's float64 tanh costs several times its float32 one.
         super().__init__(module, batch_size=batch_size, hidden=hidden, **settings)
         if int(depth) < 1:
             raise ValueError(f"DeepChain: depth must be at least 1, got {depth!r}")
@@ -55,13 +56,25 @@ class DeepChain(Workload):
         if segments is not None and not hasattr(self.module, "checkpoint"):
             raise ValueError(f"DeepChain: {self.module.__name__} has no checkpoint(); "
                              "use segments=None")
-        self.depth, self.segments = int(depth), segments
+        self.depth, self.segments, self.dtype = int(depth), segments, np.dtype(dtype)
+        Variable = self.module.Variable
+        self.layers = [(Variable(W.data.astype(self.dtype), name=W.name),
+                        Variable(b.data.astype(self.dtype), name=b.name)) for W, b in self.layers]
         rng = np.random.RandomState([self.seed, 3])
         scale = 1 / np.sqrt(self.hidden * self.depth)
-        self.chain = [(self.module.Variable(rng.randn(self.hidden, self.hidden) * scale,
-                                            name=f"chain_W{k}"),
-                       self.module.Variable(np.zeros(self.hidden), name=f"chain_b{k}"))
+        self.chain = [(Variable((rng.randn(self.hidden, self.hidden) * scale).astype(self.dtype),
+                                name=f"chain_W{k}"),
+                       Variable(np.zeros(self.hidden, self.dtype), name=f"chain_b{k}"))
                       for k in range(1, self.depth + 1)]
+
+    def batch(self, i):
+        x, t = super().batch(i)
+        return x.astype(self.dtype), t.astype(self.dtype)
+
+    @property
+    def activation_nbytes(self):
+        """Bytes of one activation of the chain: ``batch_size * hidden`` of ``dtype``."""
+        return self.batch_size * self.hidden * self.dtype.itemsize
 
     @property
     def parameters(self):
@@ -94,7 +107,8 @@ class DeepChain(Workload):
         return m.add(m.matmul(h, W3), b3)
 
     def describe(self):
-        return {**super().describe(), "depth": self.depth, "segments": self.segments}
+        return {**super().describe(), "depth": self.depth, "segments": self.segments,
+                "dtype": self.dtype.name}
 
 
 class ChainSegment:
