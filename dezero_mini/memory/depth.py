@@ -10,7 +10,7 @@ output). With ``segments=s`` the chain is cut into ``s`` runs of layers of
 ``checkpoint``: the graph keeps the inputs of the runs, and backward
 recomputes one run at a time. (The last run's backward comes first, right
 after the forward pass: recomputing it would cost time and save nothing,
-so it keeps its graph, as Chen et al. do.)
+so it keeps its graph, as PyTorch's ``checkpoint_sequential`` does.)
 
 ``step_peak(workload)``: the traced peak of one forward and backward pass
 above what was traced when it began, collector off.
