@@ -56,3 +56,5 @@ from dezero_mini import cuda  # noqa: E402, F401
 from dezero_mini.dataloaders import DataLoader, SeqDataLoader  # noqa: E402, F401
 from dezero_mini.layers import Layer  # noqa: E402, F401
 from dezero_mini.models import Model  # noqa: E402, F401
+# Keep a part of a model's inputs and recompute the rest during backward.
+from dezero_mini.checkpointing import checkpoint  # noqa: E402, F401

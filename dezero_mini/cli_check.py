@@ -1,8 +1,9 @@
 """The ``start`` and ``check`` commands: rebuild a stage yourself.
 
-``start N [DIR]`` writes ``stepNN_<name>.py``: the previous stage's file
-from ``steps/``, under a header that says what to change and which
-contracts the result will be held to. ``check N FILE`` holds a file to
+``start N [DIR]`` writes ``stepNN_<name>.py``: the file from ``steps/`` of
+the stage that stage N builds on (``Stage.builds_on``: the previous one
+unless the stage says otherwise), under a header that says what to change
+and which contracts the result will be held to. ``check N FILE`` holds a file to
 stage N's contracts (``dezero_mini.contracts``, the same ones that the
 course's tests hold ``steps/`` to) and prints one line per contract.
 
@@ -52,9 +53,13 @@ def start_header(stage, source_name):
     """The comment that ``start`` puts on top of the starting file."""
     if stage.number == 1:
         origin = f"This file is stage 01 of the course ({source_name}), the starting point."
-    else:
+    elif stage.builds_on == stage.number - 1:
         origin = (f"This file is the previous stage's snapshot ({source_name}): make it "
                   f"stage {stage.number:02d}.")
+    else:
+        origin = (f"This file is stage {stage.builds_on:02d}'s snapshot ({source_name}), the "
+                  f"framework that stage {stage.number:02d} builds on: make it stage "
+                  f"{stage.number:02d}.")
     lines = [
         f"# dezero_mini course, {stage.label}: your starting point.",
         "#",
@@ -90,7 +95,7 @@ def run_start(args):
               "Move it away or give another folder.", file=sys.stderr)
         return 2
     try:
-        source = stage_path(max(stage.number - 1, 1))
+        source = stage_path(max(stage.builds_on, 1))
     except ValueError as error:
         print(f"dezero_mini start: error: {error}", file=sys.stderr)
         return 2
@@ -142,8 +147,9 @@ def add_start(commands, make_parser):
     known = ", ".join(str(stage.number) for stage in stages())
     parser = make_parser(commands, "start", "write the file to start a stage from", (
         "Write stepNN_<name>.py, the starting point to rebuild stage N yourself: the\n"
-        "previous stage's file, with a header that says what to change and which\n"
-        "contracts `check` will hold it to. Never overwrites a file.\n\n"
+        "file of the stage it builds on (the previous one unless the stage names\n"
+        "another), with a header that says what to change and which contracts\n"
+        "`check` will hold it to. Never overwrites a file.\n\n"
         "examples:\n"
         "  %(prog)s 3\n"
         "  %(prog)s 5 ~/course"))

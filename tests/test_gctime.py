@@ -34,3 +34,13 @@ def test_the_collectors_state_is_restored():
 def test_a_mode_that_does_not_exist_is_an_error():
     with pytest.raises(ValueError, match="time_runs: mode must be one of"):
         time_runs([(_allocate_containers, "paused")])
+
+
+def test_the_clock_is_the_one_given():
+    """A clock that counts its calls: each run reads it once before and once
+    after, and each collection once at its start and once at its end."""
+    ticks = iter(range(10**6))
+    on, off = time_runs([(_allocate_containers, "on"), (_allocate_containers, "off")],
+                        repeats=1, clock=lambda: next(ticks))
+    assert off.seconds == 1 and off.collector_seconds == 0
+    assert on.seconds == 1 + 2 * on.collections and on.collector_seconds == on.collections

@@ -2,9 +2,11 @@
 
 The contracts are defined once, in ``dezero_mini.contracts`` (one module per
 stage): ``python -m dezero_mini check`` holds a learner's file to the same
-objects. Here each contract runs on every stage module where it holds: from
-the stage that introduces it on (``dezero_mini`` counts as the last stage),
-up to its ``until`` stage for the leaks that a later stage fixes on purpose.
+objects. Here each contract runs on every stage module where it holds: the
+stage that introduces it and every later one that builds on it
+(``Stage.builds_on``; ``dezero_mini`` counts as the last stage and carries
+them all), up to its ``until`` stage for the leaks that a later stage fixes
+on purpose.
 
 Deterministic signals only: counts of live Variables and Functions, and
 tracemalloc bytes, with the cyclic collector disabled. Each stage's

@@ -10,8 +10,10 @@
    chapter, in ``NN_<name>_files/``. A code cell tagged ``remove-input`` shows
    only its output (a paragraph written from the run's figures).
 3. Appends "What changed in the code" to each chapter: the diff of
-   ``steps/stepNN_*.py`` against the previous stage's step file (stage 01
-   shows its whole step file). A chapter with no step file (00, "How we
+   ``steps/stepNN_*.py`` against the step file of the stage it builds on
+   (the previous one, unless the stage's metadata in
+   ``dezero_mini/contracts/stageNN.py`` names another with ``builds_on``;
+   stage 01 shows its whole step file). A chapter with no step file (00, "How we
    measure") has no such section.
 4. Folds the worked solution of each exercise under it (``solutions/NN_<name>.py``,
    read by ``solutions/catalog.py``): a ``<details>`` block that the reader opens
@@ -31,6 +33,7 @@ notebook become links to its chapter.
 from __future__ import annotations
 
 import argparse
+import ast
 import difflib
 import re
 import shutil
@@ -107,13 +110,29 @@ def _fence(text: str) -> str:
     return "`" * max(3, longest + 1)
 
 
+def builds_on(root: Path, stage: int) -> int:
+    """The stage whose step file ``stage`` starts from: the ``builds_on=`` of
+    the ``Stage(...)`` in ``dezero_mini/contracts/stageNN.py``, else the
+    previous number. Read from the source, without importing it (the stage
+    modules import numpy and the instruments; the book needs one number)."""
+    path = root / "dezero_mini" / "contracts" / f"stage{stage:02d}.py"
+    if path.is_file():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "Stage":
+                for keyword in node.keywords:
+                    if keyword.arg == "builds_on":
+                        return ast.literal_eval(keyword.value)
+    return stage - 1
+
+
 def code_changes(root: Path, stage: int) -> str:
     """The "What changed in the code" section for a stage, or "" if it has no step file."""
     current = step_file(root, stage)
     if current is None:
         return ""
     rel = current.relative_to(root).as_posix()
-    previous = step_file(root, stage - 1) if stage >= 2 else None
+    base = builds_on(root, stage)
+    previous = step_file(root, base) if base >= 1 else None
     text = current.read_text(encoding="utf-8")
     if previous is None:
         fence = _fence(text)
@@ -134,9 +153,11 @@ def code_changes(root: Path, stage: int) -> str:
     if not diff:
         return f"\n\n## What changed in the code\n\n`{rel}` is the same as `{prev_rel}`.\n"
     fence = _fence(diff)
+    against = (f"the previous stage's `{prev_rel}`" if base == stage - 1 else
+               f"`{prev_rel}`, the framework of stage {base:02d} that this stage builds on")
     return (
         "\n\n## What changed in the code\n\n"
-        f"The diff of `{rel}` against the previous stage's `{prev_rel}`; "
+        f"The diff of `{rel}` against {against}; "
         "lines starting with `-` were removed, lines starting with `+` added.\n\n"
         f"{fence}diff\n{diff.rstrip()}\n{fence}\n"
     )

@@ -7,7 +7,8 @@ batch", "``no_grad()`` restores the mode after an exception". Each one has
 * a ``name`` (``live_objects_constant``),
 * the stage it starts at (``stage``) and, for the properties that a later
   stage fixes on purpose (stage 01's leak), the last stage it holds at
-  (``until``); every stage in between is held to it too,
+  (``until``); every later stage that builds on it (``Stage.builds_on``,
+  ``lineage``) is held to it too,
 * ``measure(module)``, which runs the experiment and returns a
   ``Measurement``: ``(passed, expected, measured)``, the two last in words,
 * a ``hint`` that points at the idea of the stage, never at the answer.
@@ -18,8 +19,8 @@ them on a learner's file (``dezero_mini.contracts.runner``).
 
 Each stage is one small module of this package, ``stageNN.py``: its
 metadata (a ``Stage``: number, name, title, the idea, what to change, the
-names the checker needs) and its contracts, made with ``@STAGE.contract``.
-A new stage of the course gets ``start`` and ``check`` by adding its
+names the checker needs, the stage it builds on) and its contracts, made
+with ``@STAGE.contract``. A new stage of the course gets ``start`` and ``check`` by adding its
 module here; nothing else needs to change.
 """
 import importlib
@@ -65,8 +66,10 @@ class Contract:
     until: Optional[int] = None
 
     def holds_at(self, number):
-        """Whether a framework at stage ``number`` must keep this contract."""
-        return self.stage <= number and (self.until is None or number <= self.until)
+        """Whether a framework at stage ``number`` must keep this contract:
+        its stage is one that stage ``number`` builds on (``lineage``), and
+        ``number`` is not past ``until``."""
+        return self.stage in lineage(number) and (self.until is None or number <= self.until)
 
     def check(self, module):
         """Measure ``module`` and return a ``Measurement``. Whatever graphs
@@ -97,7 +100,12 @@ class Stage:
     idea: one or two sentences on what the stage teaches; change: what a
     learner changes in the previous stage's file to get this one (it
     becomes the header of ``start``); needs: the names a stage module must
-    define from this stage on (the checker refuses a file without them).
+    define from this stage on (the checker refuses a file without them);
+    builds_on: the stage whose step file this one starts from (``start``
+    writes it, the book shows the diff against it, and this stage keeps
+    its contracts): the previous number unless a stage says otherwise, as
+    stage 10 does (it starts from stage 08's framework, not from 09's
+    planner).
     """
 
     number: int
@@ -107,6 +115,14 @@ class Stage:
     change: str
     needs: tuple = ()
     contracts: list = field(default_factory=list)
+    builds_on: Optional[int] = None
+
+    def __post_init__(self):
+        if self.builds_on is None:
+            self.builds_on = self.number - 1
+        if not 0 <= self.builds_on < self.number:
+            raise ValueError(f"stage {self.number}: builds_on must be an earlier stage "
+                             f"(or 0 for none), got {self.builds_on}")
 
     @property
     def file_name(self):
@@ -155,9 +171,27 @@ def get_stage(number):
     raise ValueError(f"stage {number} has no contracts; stages with contracts: {known}")
 
 
+def lineage(number):
+    """The stages whose framework stage ``number`` carries: itself, the stage
+    it builds on, that one's, and so on down to stage 01 (``builds_on``).
+    For a number that is not a stage of the course (``FINISHED``, the
+    package ``dezero_mini``) every stage up to it: the finished framework
+    has every fix."""
+    by_number = {stage.number: stage for stage in stages()}
+    if number not in by_number:
+        return set(range(1, number + 1))
+    found = set()
+    while number >= 1 and number not in found:
+        found.add(number)
+        stage = by_number.get(number)
+        number = stage.builds_on if stage is not None else number - 1
+    return found
+
+
 def contracts_at(number):
     """Every contract that a framework at stage ``number`` must keep, in
-    course order: its own and those of earlier stages that still hold."""
+    course order: its own and those of the stages it builds on that still
+    hold (``lineage``)."""
     return [contract for stage in stages() for contract in stage.contracts
             if contract.holds_at(number)]
 
@@ -170,8 +204,9 @@ def all_contracts():
 def names_needed_at(number):
     """The names a stage module must define at stage ``number``."""
     names = []
+    carried = lineage(number)
     for stage in stages():
-        if stage.number <= number:
+        if stage.number in carried:
             names.extend(name for name in stage.needs if name not in names)
     return names
 

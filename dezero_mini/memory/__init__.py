@@ -7,7 +7,10 @@ itself) is measured the same way, on the same training run:
   tests, the notebooks and these instruments.
 * ``Workload``: the standard run, a small MLP regression built only from
   the API that every stage has; ``ResidualStack``, the same with a deep
-  stack of residual blocks (additions and tanh only).
+  stack of residual blocks (additions and tanh only); ``DeepChain``, a
+  chain of residual layers as deep as you like, plain or cut into
+  checkpointed segments, and ``step_peak``, the traced peak of one of its
+  training steps.
 * Three signals, from the most to the least deterministic:
 
   - live objects, ``count_live_objects(module)``: the Variables and
@@ -41,6 +44,7 @@ lesson is about the collector: a reference cycle then shows as growth
 instead of as a delay.
 """
 from dezero_mini.memory.counting import count_live_objects, framework_classes
+from dezero_mini.memory.depth import DeepChain, sqrt_segments, step_peak
 from dezero_mini.memory.footprint import Footprint, dict_twin, object_footprint
 from dezero_mini.memory.leaks import LeakFinder, LeakReport, find_leaks
 from dezero_mini.memory.notebook import disable_output_cache
@@ -57,6 +61,7 @@ from dezero_mini.memory.workload import ResidualStack, Workload, grad_array
 __all__ = [
     "COLLECTOR_MODES",
     "CollectorTiming",
+    "DeepChain",
     "Footprint",
     "dict_twin",
     "object_footprint",
@@ -83,7 +88,9 @@ __all__ = [
     "record_step_timeline",
     "record_training",
     "reference_graph",
+    "sqrt_segments",
     "stage_label",
+    "step_peak",
     "time_runs",
     "trim_heap",
     "watch",

@@ -1,0 +1,142 @@
+"""Memory against depth: a deep chain of residual layers, plain or checkpointed.
+
+``DeepChain(module, depth=..., segments=...)`` is the standard workload's
+task learned by a network with ``depth`` residual layers
+``h = h + tanh(h W_k + b_k)`` between its first and last layers. With
+``segments=None`` the graph is the plain one: each layer keeps two
+activations for backward (its input, kept by ``matmul``, and the tanh's
+output). With ``segments=s`` the chain is cut into ``s`` runs of layers of
+(nearly) equal length, each run but the last wrapped in the stage's
+``checkpoint``: the graph keeps the inputs of the runs, and backward
+recomputes one run at a time. (The last run's backward comes first, right
+after the forward pass: recomputing it would cost time and save nothing,
+so it keeps its graph, as PyTorch's ``checkpoint_sequential`` does.)
+
+``step_peak(workload)``: the traced peak of one forward and backward pass
+above what was traced when it began, collector off.
+"""
+import gc
+import math
+import tracemalloc
+
+import numpy as np
+
+from dezero_mini.memory.probes import collector, tracing
+from dezero_mini.memory.workload import Workload
+
+
+def sqrt_segments(depth):
+    """The number of segments that minimises the memory of a checkpointed
+    chain of ``depth`` layers, to first order: about sqrt(depth)."""
+    return max(1, round(math.sqrt(depth)))
+
+
+class DeepChain(Workload):
+    """The standard workload with ``depth`` residual layers of width
+    ``hidden`` after its first layer, checkpointed in ``segments`` runs
+    (None: no checkpoint). See the module's docstring.
+
+    The layers start near the identity (weights of scale 1/sqrt(hidden *
+    depth)), so that a chain of a thousand layers neither explodes nor
+    vanishes, and it still learns.
+    """
+
+    def __init__(self, module, *, depth=64, segments=None, batch_size=1024, hidden=8,
+                 dtype=np.float32, **settings):
+        # A wide batch and a narrow layer: an activation (32 KiB) weighs 128 times
+        # a layer's weights, so memory is the activations', and 1,024 layers take
+        # well under a second. float32, as deep learning trains (and DeZero's
+        # layers): numpy's float64 tanh costs several times its float32 one.
+        super().__init__(module, batch_size=batch_size, hidden=hidden, **settings)
+        if int(depth) < 1:
+            raise ValueError(f"DeepChain: depth must be at least 1, got {depth!r}")
+        if segments is not None and not 1 <= int(segments) <= depth:
+            raise ValueError(f"DeepChain: segments must be None or from 1 to depth ({depth}), "
+                             f"got {segments!r}")
+        if segments is not None and not hasattr(self.module, "checkpoint"):
+            raise ValueError(f"DeepChain: {self.module.__name__} has no checkpoint(); "
+                             "use segments=None")
+        self.depth, self.segments, self.dtype = int(depth), segments, np.dtype(dtype)
+        Variable = self.module.Variable
+        self.layers = [(Variable(W.data.astype(self.dtype), name=W.name),
+                        Variable(b.data.astype(self.dtype), name=b.name)) for W, b in self.layers]
+        rng = np.random.RandomState([self.seed, 3])
+        scale = 1 / np.sqrt(self.hidden * self.depth)
+        self.chain = [(Variable((rng.randn(self.hidden, self.hidden) * scale).astype(self.dtype),
+                                name=f"chain_W{k}"),
+                       Variable(np.zeros(self.hidden, self.dtype), name=f"chain_b{k}"))
+                      for k in range(1, self.depth + 1)]
+
+    def batch(self, i):
+        x, t = super().batch(i)
+        return x.astype(self.dtype), t.astype(self.dtype)
+
+    @property
+    def activation_nbytes(self):
+        """Bytes of one activation of the chain: ``batch_size * hidden`` of ``dtype``."""
+        return self.batch_size * self.hidden * self.dtype.itemsize
+
+    @property
+    def parameters(self):
+        return super().parameters + [p for layer in self.chain for p in layer]
+
+    def run(self, first, last):
+        """Layers ``first`` to ``last - 1`` of the chain as one ``ChainSegment``."""
+        return ChainSegment(self.module, self.chain[first:last])
+
+    @property
+    def boundaries(self):
+        """Where the segments start and end: ``[0, ..., depth]``."""
+        count = self.segments or 1
+        return [self.depth * k // count for k in range(count + 1)]
+
+    def forward(self, x, hidden=None):
+        m = self.module
+        (W1, b1), (W2, b2), (W3, b3) = self.layers
+        h = m.sigmoid(m.add(m.matmul(x, W1), b1))
+        for first, last in zip(self.boundaries[:-1], self.boundaries[1:]):
+            if self.segments is None or last == self.depth:
+                # The last segment's backward runs first, right after the forward
+                # pass: recomputing it would cost time and save nothing.
+                h = self.run(first, last)(h)
+            else:
+                h = m.checkpoint(self.run(first, last), h)
+            if hidden is not None:
+                hidden.append(h)
+        h = m.sigmoid(m.add(m.matmul(h, W2), b2))
+        return m.add(m.matmul(h, W3), b3)
+
+    def describe(self):
+        return {**super().describe(), "depth": self.depth, "segments": self.segments,
+                "dtype": self.dtype.name}
+
+
+class ChainSegment:
+    """A run of residual layers as one callable object ``h -> h``: what
+    ``checkpoint`` usually gets, a Layer-like object that holds its
+    parameters (a closure would do as well)."""
+
+    def __init__(self, module, layers):
+        self.add, self.tanh, self.matmul = module.add, module.tanh, module.matmul
+        self.layers = layers  # [(W, b), ...]
+
+    def __call__(self, h):
+        for W, b in self.layers:
+            h = self.add(h, self.tanh(self.add(self.matmul(h, W), b)))
+        return h
+
+
+def step_peak(workload, i=0):
+    """The traced peak of one forward and backward pass of batch ``i``, in
+    bytes above what was traced when it began (the collector off; the
+    parameters' gradients are cleared first, so they count)."""
+    workload.cleargrads()
+    with tracing(), collector(False):
+        gc.collect()
+        start = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        loss = workload.loss(i)
+        loss.backward()
+        peak = tracemalloc.get_traced_memory()[1]
+        del loss
+    return peak - start
