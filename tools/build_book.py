@@ -193,6 +193,11 @@ class LinkMapper:
             out.append(line)
         return "".join(out)
 
+    def rewrite_html(self, html: str, base: Path, where: str) -> str:
+        """The same for the ``src`` of the images and iframes of a cell's HTML
+        output, whose tags may span lines."""
+        return _HTML_SRC.sub(lambda m: m.group(1) + self._map(m.group(2), base, where) + m.group(3), html)
+
     def _map(self, target: str, base: Path, where: str) -> str:
         bare = target[1:-1] if target.startswith("<") and target.endswith(">") else target
         if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", bare) or bare.startswith(("#", "/")):
@@ -290,7 +295,7 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
                 if "text/markdown" in output.get("data", {}):
                     output.data["text/markdown"] = links.rewrite(output.data["text/markdown"], nb_path.parent, where)
                 if "text/html" in output.get("data", {}):  # an IFrame of a page the run wrote (memray's flame graphs)
-                    output.data["text/html"] = links.rewrite(output.data["text/html"], nb_path.parent, where)
+                    output.data["text/html"] = links.rewrite_html(output.data["text/html"], nb_path.parent, where)
         stem = nb_path.stem
         body = notebook_to_markdown(nb, stem, src)
         if stem in solutions:

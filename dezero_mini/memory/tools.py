@@ -30,6 +30,7 @@ on every Python the course supports; the stand-in magics are made of them.
 import importlib
 import os
 import shlex
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -117,7 +118,7 @@ def _plain_progress():
     in its outputs. A plain console prints the same messages as text."""
     import rich
 
-    rich.reconfigure(force_jupyter=False)
+    rich.reconfigure(force_jupyter=False, force_terminal=False)
 
 
 def _unprofiled_cell(line, cell):
@@ -334,8 +335,11 @@ def memray_leak_sites(dump, within):
     return _sites(inside, within), elsewhere
 
 
-def newest_flamegraph(folder="memray-results"):
+def newest_flamegraph(folder="memray-results", keep=4):
     """The flame graph that ``%%memray_flamegraph`` wrote last (it puts each
-    in a new folder under ``memray-results/``), or None."""
+    in a new folder under ``memray-results/``), or None. Only the ``keep``
+    newest folders are kept: every run of a lesson adds one."""
     found = sorted(Path(folder).glob("*/flamegraph.html"), key=lambda p: p.stat().st_mtime)
+    for old in found[:-keep]:
+        shutil.rmtree(old.parent, ignore_errors=True)
     return found[-1] if found else None
