@@ -172,6 +172,8 @@ def test_memray_peak_sites_see_the_gradients_that_stage_04_drops():
         workload.train_step(0)
         sites = tools.memray_peak_sites(workload.train_step, 1, within=f"step0{stage}_")
         peaks[stage] = sum(nbytes for _, nbytes in sites)
+        # Each site is a line of the step file, whose source the lesson quotes.
+        assert all(tools.site_source(site, workload.module) for site, _ in sites)
     assert peaks[4] < 0.9 * peaks[3], peaks
 
 

@@ -289,13 +289,24 @@ def _frame_text(frame):
 
 
 def _sites(records, within):
-    """Bytes by the innermost frame in a file whose name contains ``within``."""
+    """Bytes by the innermost frame in a file whose path contains ``within``
+    (records whose stack never passes through such a file are left out)."""
     sites = {}
     for record in records:
-        stack = record.stack_trace()
-        frame = next((f for f in stack if within in f[1]), stack[0] if stack else ("?", "?", 0))
-        sites[_frame_text(frame)] = sites.get(_frame_text(frame), 0) + record.size
+        frame = next((f for f in record.stack_trace() if within in f[1]), None)
+        if frame is not None:
+            sites[_frame_text(frame)] = sites.get(_frame_text(frame), 0) + record.size
     return sorted(sites.items(), key=lambda item: -item[1])
+
+
+def site_source(site, module):
+    """The source line of a site that ``memray_peak_sites`` or
+    ``memray_leak_sites`` returned (``"forward (step03_x.py:140)"``), read from
+    ``module``'s file."""
+    import linecache
+
+    lineno = int(site.rsplit(":", 1)[1].rstrip(")"))
+    return linecache.getline(module.__file__, lineno).strip()
 
 
 def memray_peak_sites(fn, *args, within="step", dump=None):
