@@ -63,9 +63,10 @@ def test_without_memray_the_flamegraph_cell_runs_unprofiled(shell, monkeypatch, 
     monkeypatch.setattr(sys, "platform", "linux")
     assert tools.load_extension("memray", shell) is False
     assert "pip install memray" in capsys.readouterr().out
-    result = shell.run_cell("%%memray_flamegraph\nanswer = 41 + 1")
+    result = shell.run_cell("%%memray_flamegraph\nanswer = 41 + 1\nanswer")
     assert result.error_in_exec is None and result.error_before_exec is None
     assert shell.user_ns["answer"] == 42
+    assert "42" not in capsys.readouterr().out  # not displayed: memray's magic shows no value either
 
 
 def test_memory_profiler_magics_have_working_stand_ins_without_distutils(shell, monkeypatch, capsys, tmp_path):

@@ -122,9 +122,12 @@ def _plain_progress():
 
 
 def _unprofiled_cell(line, cell):
+    """Stand-in for ``%%memray_flamegraph`` without memray: the cell runs as
+    memray would run it (inside a ``with`` block, so its last value is not
+    displayed), without a profile."""
     from IPython import get_ipython
 
-    get_ipython().run_cell(cell)
+    get_ipython().run_cell(cell, silent=True)
 
 
 def _memit(line):
