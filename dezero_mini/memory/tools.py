@@ -12,13 +12,15 @@ about them, so that the notebooks only call it:
 * ``load_extension(name)``: ``%load_ext`` for ``memory_profiler`` and
   ``memray`` that never leaves a lesson with a traceback: where the real
   magics cannot load, it registers stand-ins and says so in one line;
-* ``write_leaking_script(folder)``: a short stage-07 script whose loop keeps
-  every batch's graph, for the command-line tools (``mprof run``,
+* ``write_leaking_script(folder, stage=...)``: a short script whose loop
+  keeps every batch's graph (stage 01: the framework's registry; stage 07:
+  the script's own log), for the command-line tools (``mprof run``,
   ``memray run``, ``python -m dezero_mini leaks``);
 * ``run_command(args)``: run one of those command lines, printing it first;
-* ``read_mprof(path)``, ``line_increments(text)``, ``memray_peak_sites(fn)``,
-  ``memray_leak_sites(path)``: the figures the lessons quote, read back from
-  what the tools wrote.
+* ``read_mprof(path)``, ``line_increments(text)``, ``profile_lines(text)``,
+  ``memray_peak_sites(fn)``, ``memray_leak_sites(path)``, ``site_source``,
+  ``newest_flamegraph()``: the figures the lessons quote, read back from what
+  the tools wrote.
 
 memory_profiler has had no release since 2022. Two of its parts break: its
 ``tracemalloc`` backend raises ``RuntimeError`` (it looks for the source file
