@@ -2,6 +2,7 @@
 #
 #   make book    set up .venv, execute every notebook, build the site
 #   make test    set up .venv, run the test suite (notebooks included)
+#   make lab     set up .venv with JupyterLab, register its kernel, open notebooks/
 #
 # Another interpreter:  PYTHON=python3.12 make book   (used when .venv is created;
 # run `make distclean` first to rebuild an existing .venv with it).
@@ -11,14 +12,16 @@ VENV   := .venv
 VPY    := $(VENV)/bin/python
 # Touched after a successful install; pip runs again only when pyproject.toml is newer.
 STAMP  := $(VENV)/.installed-from-pyproject
+LAB_STAMP := $(VENV)/.installed-lab
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv dot book test test-pythons notebooks clean distclean
+.PHONY: help venv dot book test lab test-pythons notebooks clean distclean
 
 help:
 	@echo "make book        set up .venv, execute the notebooks, build the book (build/book/html)"
 	@echo "make test        set up .venv, run the tests, notebooks included (PYTEST_ARGS=... to pass options)"
+	@echo "make lab         set up .venv with JupyterLab (and ipywidgets, memray, objgraph), open notebooks/"
 	@echo "make test-pythons  run the notebook and contract tests on every supported Python found (.venvs/)"
 	@echo "make notebooks   execute every notebook and report how long each took"
 	@echo "make venv        only create/update the virtual environment .venv"
@@ -53,7 +56,7 @@ $(STAMP): pyproject.toml | $(VPY)
 	  exit 1; }
 	@echo "Installing dezero_mini (editable) with its book and test tools into $(VENV)"
 	$(VPY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(VPY) -m pip install --disable-pip-version-check --editable ".[book,test,data]"
+	$(VPY) -m pip install --disable-pip-version-check --editable ".[book,test,data,tools]"
 	@touch "$(STAMP)"
 
 # Graphviz's `dot` program renders the reference graphs; it comes from the system.
@@ -89,6 +92,17 @@ book: dot $(STAMP)
 
 test: dot $(STAMP)
 	$(VPY) -m pytest $(PYTEST_ARGS)
+
+# JupyterLab in .venv. The kernel is registered in .venv under the name the notebooks
+# are stored with (python3), so the lab runs them on .venv's Python, in their folder,
+# as `make book` does.
+$(LAB_STAMP): $(STAMP)
+	$(VPY) -m pip install --disable-pip-version-check --editable ".[book,test,data,tools,lab]"
+	$(VPY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (dezero_mini .venv)"
+	@touch "$(LAB_STAMP)"
+
+lab: dot $(LAB_STAMP)
+	$(VENV)/bin/jupyter lab notebooks/
 
 # Every Python from pyproject's requires-python up to the newest on PATH or in
 # pyenv, each in its own .venvs/py3.X; prints a table. CPU-heavy: minutes per Python.

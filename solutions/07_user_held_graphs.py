@@ -108,6 +108,37 @@ def exercise_4():
     assert all(a < b for a, b in zip(live[:9], live[1:9]))  # climbs within the epoch
 
 
+def exercise_5():
+    """The fixed loop 3 keeps numbers, so between batches objgraph finds no Variable, no Function and no weak reference more (at most an object of Python's own, made once): everything that a batch made was freed when the batch ended. The leaking loop, on the same three batches, grows by three graphs' worth (14 Variables a batch: 11 of the forward pass and 3 of the logged mean). objgraph can tell a leaking loop from a fixed one without knowing anything of the framework; what it cannot tell is who holds the objects."""
+    import gc
+
+    from dezero_mini.memory import load_stage, tools
+    from dezero_mini.memory.user_loops import LOOPS
+
+    objgraph = tools.optional_tool("objgraph")
+    if objgraph is None:
+        return  # the line above says how to install it
+    step = load_stage(7)
+    was_enabled = gc.isenabled()
+    gc.disable()  # the counts then change only through the loop's own references
+    try:
+        grew = {}
+        for fixed in (True, False):
+            loop = LOOPS["history"](step, fixed=fixed)
+            loop.step(0)
+            objgraph.growth()  # the baseline
+            for i in range(1, 4):
+                loop.step(i)
+            grew[fixed] = {name: delta for name, _, delta in objgraph.growth(limit=None)}
+            print(f"{loop.label}: {grew[fixed] or 'nothing grew'}")
+            del loop
+    finally:
+        if was_enabled:
+            gc.enable()
+    assert not {"Variable", "Sigmoid", "MatMul", "ReferenceType"} & set(grew[True])
+    assert grew[False]["Variable"] == 3 * 14
+
+
 if __name__ == "__main__":
     import sys
 

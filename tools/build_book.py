@@ -26,7 +26,8 @@
    the site is.
 
 Files that README.md or a notebook's Markdown cells link to by a relative path
-(figures, for example) are copied into the book at the same place relative to
+(figures, for example), and pages that a cell's output shows in an iframe
+(memray's flame graphs), are copied into the book at the same place relative to
 the repository root, and the links are rewritten to match; links to a
 notebook become links to its chapter.
 """
@@ -62,9 +63,9 @@ REMOVE_INPUT_TAG = "remove-input"
 # Chapters written in Markdown, after the lessons: (source in the repository, page in the book).
 EXTRA_CHAPTERS = (("docs/sources.md", "sources.md"),)
 
-# [text](target "title") and ![alt](target), and <img src="target">
+# [text](target "title") and ![alt](target), and <img src="target"> or <iframe src="target">
 _MD_LINK = re.compile(r'(!?\[[^\]]*\]\()(<[^>]*>|[^)\s]+)((?:\s+"[^"]*")?\))')
-_HTML_SRC = re.compile(r'(<img\b[^>]*?\bsrc=")([^"]+)(")', re.IGNORECASE)
+_HTML_SRC = re.compile(r'(<(?:img|iframe)\b[^>]*?\bsrc=")([^"]+)(")', re.IGNORECASE)
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
 
@@ -213,6 +214,11 @@ class LinkMapper:
             out.append(line)
         return "".join(out)
 
+    def rewrite_html(self, html: str, base: Path, where: str) -> str:
+        """The same for the ``src`` of the images and iframes of a cell's HTML
+        output, whose tags may span lines."""
+        return _HTML_SRC.sub(lambda m: m.group(1) + self._map(m.group(2), base, where) + m.group(3), html)
+
     def _map(self, target: str, base: Path, where: str) -> str:
         bare = target[1:-1] if target.startswith("<") and target.endswith(">") else target
         if re.match(r"^[a-zA-Z][a-zA-Z0-9+.-]*:", bare) or bare.startswith(("#", "/")):
@@ -309,6 +315,8 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
             for output in cell.get("outputs", []):  # Markdown that a cell renders from its figures
                 if "text/markdown" in output.get("data", {}):
                     output.data["text/markdown"] = links.rewrite(output.data["text/markdown"], nb_path.parent, where)
+                if "text/html" in output.get("data", {}):  # an IFrame of a page the run wrote (memray's flame graphs)
+                    output.data["text/html"] = links.rewrite_html(output.data["text/html"], nb_path.parent, where)
         stem = nb_path.stem
         body = notebook_to_markdown(nb, stem, src)
         if stem in solutions:
