@@ -53,7 +53,7 @@ $(STAMP): pyproject.toml | $(VPY)
 	  exit 1; }
 	@echo "Installing dezero_mini (editable) with its book and test tools into $(VENV)"
 	$(VPY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(VPY) -m pip install --disable-pip-version-check --editable ".[book,test,data]"
+	$(VPY) -m pip install --disable-pip-version-check --editable ".[book,test,data,widgets,site]"
 	@touch "$(STAMP)"
 
 # Graphviz's `dot` program renders the reference graphs; it comes from the system.

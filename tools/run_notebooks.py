@@ -75,7 +75,9 @@ class _ThisInterpreterKernels(KernelSpecManager):
             resource_dir="",
             # Plots must come back as cell outputs (they become the book's images),
             # even where the caller's environment sets MPLBACKEND=Agg, as CI often does.
-            env={"MPLBACKEND": "module://matplotlib_inline.backend_inline"},
+            # DEZERO_MINI_STATIC: nobody turns a knob here, so each lesson's interactive
+            # cell (dezero_mini.memory.explore) shows its static figure and says how to play.
+            env={"MPLBACKEND": "module://matplotlib_inline.backend_inline", "DEZERO_MINI_STATIC": "1"},
         )
 
     def find_kernel_specs(self) -> dict[str, str]:
