@@ -80,7 +80,7 @@ def test_the_static_cell_shows_figure_graph_and_how_to_play(monkeypatch):
     kinds = [type(obj) for obj in shown]
     assert kinds == [matplotlib.figure.Figure, ReferenceGraph, IPython.display.Markdown], kinds
     figure, graph, line = shown
-    assert "10 batches of 32 samples" in figure._suptitle.get_text()
+    assert "10 batches of 32 samples, collector off" in figure._suptitle.get_text()
     labels = [line.get_label() for line in figure.axes[0].get_lines()]
     assert any("02" in label for label in labels) and any("03" in label for label in labels), labels
     assert "after del loss" in graph.title

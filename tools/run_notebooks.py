@@ -150,6 +150,20 @@ def execute_notebook(path, timeout: int = DEFAULT_TIMEOUT) -> nbformat.NotebookN
     return nb
 
 
+#: The notebooks this process has executed already, by resolved path (see ``executed``).
+RUNS: dict[Path, nbformat.NotebookNode] = {}
+
+
+def executed(path, timeout: int = DEFAULT_TIMEOUT) -> nbformat.NotebookNode:
+    """The executed notebook at ``path``, run at most once per process: the test
+    suite checks each notebook's run and then builds the book from the same runs.
+    Callers must not change what it returns (copy it first)."""
+    path = Path(path).resolve()
+    if path not in RUNS:
+        RUNS[path] = execute_notebook(path, timeout=timeout)
+    return RUNS[path]
+
+
 def timed_execute(path, timeout: int = DEFAULT_TIMEOUT) -> tuple[nbformat.NotebookNode, float]:
     """:func:`execute_notebook` and the wall-clock seconds it took (kernel start included)."""
     start = time.perf_counter()

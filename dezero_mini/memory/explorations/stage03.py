@@ -6,7 +6,7 @@ EXPLORATION = Exploration(
     controls={
         "stage": Choice("stage", (2, 3, 4), 3),
         "compare": Toggle("with the stage before", True),
-        "batches": Slider("batches", 10, 200, 40, step=10),
+        "batches": Slider("batches", 10, 200, 30, step=10),
         "batch_size": Choice("batch size", (32, 64, 128, 256, 512), 256),
         "gc_enabled": Toggle("collector on"),
         "let_go": Toggle("graph: del loss", True),
