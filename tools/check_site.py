@@ -228,8 +228,7 @@ def browser_problems(html_dir: Path = HTML_DIR, *, chromium: str | None = None,
                 page.on("requestfailed", lambda req, seen=seen: seen.append(f"request failed: {req.url}"))
                 page.on("response", lambda resp, seen=seen: seen.append(f"HTTP {resp.status}: {resp.url}")
                         if resp.status >= 400 else None)
-                page.goto(base + name, wait_until="load")
-                page.wait_for_load_state("networkidle")
+                page.goto(base + name, wait_until="load")  # every image and script loaded or failed
                 problems += [f"{name}: {text}" for text in seen]
                 layout = page.evaluate(_IMAGES_JS)
                 for image in layout["images"]:
