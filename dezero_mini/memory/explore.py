@@ -131,6 +131,7 @@ def training_plot(values, signals=("live_objects", "traced_current")):
             batch_size=values.get("batch_size", 256), backward_kwargs=kwargs,
             count_objects="live_objects" in signals))
         _clear_registry(module)
+        gc.collect()  # stage 01's graphs, cyclic garbage once the registry lets go of them
     title = (f"{values.get('batches', 40)} batches of {values.get('batch_size', 256)} samples, "
              f"collector {'on' if values.get('gc_enabled') else 'off'}")
     return plot_training(records, signals=signals, title=title)
