@@ -15,7 +15,9 @@ test suite builds):
   download is never used) over a local HTTP server: no console error, no
   failed request, every image that the reader can see loaded and drawn at a
   size above 0x0 and no wider than the text column, and the search box
-  finding a word of the course.
+  finding a word of the course (on the first page of each folder: what search
+  loads depends only on a page's way back to the root, and loading its index
+  takes a second per page).
 
 Each returns a list of problems in words (empty: all is well).
 ``find_chromium()`` says where the browser is, or why there is none.
@@ -215,6 +217,7 @@ def browser_problems(html_dir: Path = HTML_DIR, *, chromium: str | None = None,
         pages = sorted(p.relative_to(html_dir).as_posix() for p in html_dir.rglob("*.html")
                        if p.name not in NOT_OPENED)
     problems = []
+    searched = set()  # folders whose first page has tried the search
     with serve(html_dir) as base, sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         try:
@@ -243,7 +246,9 @@ def browser_problems(html_dir: Path = HTML_DIR, *, chromium: str | None = None,
                 if screenshots is not None and name in shoot:
                     screenshots.mkdir(parents=True, exist_ok=True)
                     page.screenshot(path=str(screenshots / (Path(name).stem + ".png")), full_page=True)
-                if search:
+                folder = str(Path(name).parent)
+                if search and folder not in searched:
+                    searched.add(folder)
                     problems += _search_problems(page, name)
                 page.close()
         finally:
