@@ -153,3 +153,52 @@ def test_site_in_a_browser(site, capsys):
     with capsys.disabled():
         print(f"\n    every page opened in Chromium in {time.perf_counter() - start:.1f} s ", end="")
     assert not problems, "\n".join(problems)
+
+
+def test_a_new_stage_gets_its_card_from_its_notebook(tmp_path):
+    """Stages 41 and 42 of a small course: no code names them, yet the landing
+    page shows each, with the figure of its explore cell (not its first image)
+    and, as no contract module describes them, the first paragraph of its lesson."""
+    pytest.importorskip("nbconvert")
+    import shutil
+
+    import build_book
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+    repo = tmp_path / "repo"
+    (repo / "docs").mkdir(parents=True)
+    shutil.copy(ROOT / "book.toml", repo / "book.toml")
+    shutil.copy(ROOT / "docs" / "course.css", repo / "docs" / "course.css")
+    (repo / "README.md").write_text("# The repository\n")
+    (repo / "docs" / "landing.md").write_text("# A course\n\n## The stages\n\n<!-- stages -->\n\nThe end.\n")
+    plot = ("import matplotlib.pyplot as plt\n"
+            "def explore(n, color):\n"
+            "    fig, ax = plt.subplots(figsize=(2, 1))\n"
+            "    ax.plot([0, 1], [0, n], color=color)\n"
+            "    plt.show()\n")
+    for number in (41, 42):
+        nb = new_notebook(cells=[
+            new_markdown_cell(f"# Stage {number}: new\n\nStage {number} frees <everything>."),
+            new_code_cell(plot + "_ = explore(0, 'red')"),  # the first image, not the card's
+            new_code_cell(f"explore({number}, 'blue')"),
+        ])
+        nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+        (repo / "notebooks").mkdir(exist_ok=True)
+        nbformat.write(nb, repo / "notebooks" / f"{number}_new.ipynb")
+    build_book.build(repo, run_mdbook=False)
+
+    src = repo / "build" / "book" / "src"
+    landing = (src / "introduction.md").read_text()
+    assert landing.startswith("# A course") and "The end." in landing and "<!-- stages -->" not in landing
+    for number in (41, 42):
+        assert f'<a class="stage-card" href="{number}_new.html"><img src="landing/{number}_new.png"' in landing
+        assert f"Stage {number} frees &lt;everything&gt;." in landing
+        figure = (src / "landing" / f"{number}_new.png").read_bytes()
+        first_image = sorted((src / f"{number}_new_files").glob("*.png"))[0].read_bytes()
+        assert figure != first_image  # the explore cell's figure
+    summary = (src / "SUMMARY.md").read_text()
+    assert "[A course](introduction.md)" in summary and "- [The repository's README](repository.md)" in summary
+
+    (repo / "docs" / "landing.md").write_text("# A course\n")
+    with pytest.raises(build_book.BookError, match="no <!-- stages --> line"):
+        build_book.build(repo, run_mdbook=False)
