@@ -37,8 +37,8 @@ from dezero_mini.memory.timeline import record_step_timeline
 #: Set (to anything but "" or "0") by tools/run_notebooks.py for the kernels it
 #: starts: nobody is there to turn a knob, so the cell shows its static figure.
 STATIC_ENV = "DEZERO_MINI_STATIC"
-HOW_TO_PLAY = ("To change {what} and see the plot and the graph redrawn, open this notebook "
-               "in Jupyter (`make lab`){extra}.")
+HOW_TO_PLAY = ("In Jupyter this cell has controls ({what}): open the notebook there (`make lab`){extra} "
+               "to change them and see the plot and the graph redrawn.")
 
 
 # ------------------------------------------------------------------ the controls
@@ -281,8 +281,7 @@ class Exploration:
 
     def what(self):
         """The controls in words, for the line under the static figure."""
-        labels = [control.label for control in self.controls.values()]
-        return ", ".join(labels[:-1]) + (" or " if len(labels) > 1 else "") + labels[-1]
+        return "; ".join(control.label for control in self.controls.values())
 
 
 _STAGE_MODULE = re.compile(r"^stage(\d\d)$")
