@@ -98,3 +98,26 @@ def test_every_change_of_a_control_redraws_with_the_new_value(monkeypatch):
     box.controls["stage"].value = 6
     assert drawn[-1]["stage"] == 6 and drawn[-1]["retain_grad"] is True
     assert len(drawn) == 3  # once at the start, once per change
+
+
+def test_in_a_live_kernel_the_cell_is_a_widget(tmp_path):
+    """A kernel where someone could turn the knobs (DEZERO_MINI_STATIC unset,
+    ipywidgets installed) gets the widgets, not the static figure."""
+    pytest.importorskip("ipywidgets")
+    import sys
+
+    from nbformat.v4 import new_code_cell, new_notebook
+
+    sys.path.insert(0, str(ROOT / "tools"))
+    import run_notebooks
+
+    nb = new_notebook(cells=[new_code_cell(
+        f"import os\nos.environ.pop({ex.STATIC_ENV!r})\n"
+        "from dezero_mini.memory.explore import explore\nexplore(8)")])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "live.ipynb"
+    nbformat.write(nb, path)
+    outputs = run_notebooks.execute_notebook(path).cells[0].outputs
+    kinds = [kind for output in outputs for kind in output.get("data", {})]
+    assert "application/vnd.jupyter.widget-view+json" in kinds, kinds
+    assert "image/png" not in kinds and "text/markdown" not in kinds, kinds
