@@ -76,10 +76,10 @@ def planned_equals_eager(module):
                 problems.append(f"{network.name}, {kind}: differs from eager")
             elif not _same_bits(planned_again, eager):
                 problems.append(f"{network.name}, {kind}: the second run differs")
-    return Measurement(
-        passed=not problems,
+    return Measurement.from_problems(
+        problems,
         expected="the same bits as eager for 4 networks, training and inference, run twice",
-        measured="; ".join(problems) or "the same bits")
+        otherwise="the same bits")
 
 
 @STAGE.contract(hint="""
@@ -101,10 +101,10 @@ def never_shares_between_unordered_nodes(module):
                     f"{network.name}, {'training' if training else 'inference'}: {len(pairs)} "
                     f"pairs, e.g. node {u} ({getattr(graph.nodes[u], 'name', '?')}) and node "
                     f"{w} ({getattr(graph.nodes[w], 'name', '?')})")
-    return Measurement(
-        passed=not problems,
+    return Measurement.from_problems(
+        problems,
         expected="no pair of unordered nodes on one block (4 networks, training and inference)",
-        measured="; ".join(problems) or "none")
+        otherwise="none")
 
 
 @STAGE.contract(hint="""
@@ -155,11 +155,11 @@ def halves_training_quarters_inference(module):
         for label, kwargs in PLANNERS[1:3]:
             if module.plan_memory(graph, **kwargs).total >= naive:
                 problems.append(f"{kind}: {label} saves nothing")
-    return Measurement(
-        passed=not problems,
+    return Measurement.from_problems(
+        problems,
         expected="naive / planned >= 2 for training, >= 4 for inference; in-place only and "
                  "sharing only each below naive",
-        measured="; ".join(problems) or ", ".join(measured))
+        otherwise=", ".join(measured))
 
 
 @STAGE.contract(hint="""
