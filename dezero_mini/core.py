@@ -260,34 +260,18 @@ class Variable:
         # The graph links Functions (``next_functions``), not the Variables
         # between them, which may be gone: the gradients wait by Function,
         # one per output, until the Function runs; the leaves' by Variable.
-        grads, leaf_grads = {}, {}
         # A heap ordered by generation (newest first) runs each Function
         # once, after every Function that uses its outputs: O(log n) a push.
         # The counter breaks ties between Functions of the same generation in
         # the order they were reached, so that the gradients are summed in
         # the same order on every run (floating-point sums depend on it).
         order = itertools.count()
-        pending = []
+        creator, index = _edge_to_creator(self)
+        grads = {creator: [None] * len(creator.outputs)}
+        grads[creator][index] = self.grad if create_graph else self.grad.data
+        leaf_grads, outputs_read = {}, {}
+        pending = [(-creator.generation, next(order), creator)]
         heappush, heappop = heapq.heappush, heapq.heappop  # local names: looked up once
-
-        def send(node, index, g):
-            """Add ``g`` to the gradient that waits for output ``index`` of the
-            Function ``node``, or, with index None, for the Variable ``node``
-            (called for every edge: the framework's own cost on every op)."""
-            if index is None:
-                if node.creator is None:  # a leaf keeps its gradient
-                    held = leaf_grads.get(node)
-                    leaf_grads[node] = g if held is None else held + g
-                    return
-                node, index = _edge_to_creator(node)  # made by a Function written DeZero's way
-            gys = grads.get(node)
-            if gys is None:
-                gys = grads[node] = [None] * len(node.outputs)
-                heappush(pending, (-node.generation, next(order), node))
-            held = gys[index]
-            gys[index] = g if held is None else held + g
-
-        send(*_edge_to_creator(self), self.grad if create_graph else self.grad.data)
         check_saved = Config.check_saved
 
         # The backward pass builds a graph only when asked to (create_graph).
@@ -340,11 +324,26 @@ class Variable:
                             gx = _check_gradient(gx, x, kind, f"{type(f).__name__}.backward")
                     elif gx.__class__ is not kind:
                         gx = _as_gradient(gx, kind, f"{type(f).__name__}.backward")
-                    send(node, index, gx)
+                    if index is None:
+                        if node.creator is None:  # a leaf keeps its gradient (given at the end)
+                            held = leaf_grads.get(node)
+                            leaf_grads[node] = gx if held is None else held + gx
+                            continue
+                        # Made by a Function written DeZero's way, whose backward may
+                        # read its outputs (``self.outputs[0]()``): alive until it runs.
+                        outputs_read.setdefault(node.creator, []).append(node)
+                        node, index = _edge_to_creator(node)
+                    gys = grads.get(node)
+                    if gys is None:  # the first gradient for this Function: it joins the heap
+                        gys = grads[node] = [None] * len(node.outputs)
+                        heappush(pending, (-node.generation, next(order), node))
+                    held = gys[index]
+                    gys[index] = gx if held is None else held + gx
                 if not retain_graph:
                     f.release()  # its backward has run: what it saved for it can go
                 elif lifted:
                     _restore_saved(f, lifted)
+                outputs_read.pop(f, None)
                 gys = gxs = lifted = None  # would keep the last arrays alive while the next Function runs
             # The leaves add their gradients to those they may already have, as
             # in DeZero and PyTorch.
