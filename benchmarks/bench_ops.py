@@ -29,6 +29,10 @@ written into the formulas (``y * 1.0001``) get none, in either framework.
    the matrix products dominate and both frameworks should be close.
 3. scaling: backward time per function for chains of 1k, 10k and 100k
    functions: flat if backward is linear (or n log n with a tiny log term).
+
+First it prints how many objects the cyclic collector tracks per op of each
+pattern while the graph is alive (a count, not a time): what the
+collector's full collections traverse.
 """
 import argparse
 import gc
@@ -269,6 +273,26 @@ def dezero_backward_only(n_funcs, repeats):
     return statistics.median(times)
 
 
+def tracked_objects_per_op(pattern, n_ops=3_000):
+    """How many objects that the cyclic collector tracks (Variables,
+    Functions, lists, tuples, weak references) a graph of ``pattern`` holds
+    per op while it is alive: what each full collection traverses. Counted
+    with ``gc.get_objects()`` before and after building it (no timing)."""
+    one_round, ops_per_round = PATTERNS[pattern]
+    a0, b0, x0 = chain_inputs()
+    a, b = dz.Variable(a0), dz.Variable(b0)
+    gc.collect()  # (also untracks the tuples that hold no container)
+    before = len(gc.get_objects())
+    y = dz.Variable(x0)
+    rounds = n_ops // ops_per_round
+    for _ in range(rounds):
+        y = one_round(y, a, b, F)
+    gc.collect()
+    held = len(gc.get_objects()) - before
+    del y
+    return held / (rounds * ops_per_round)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
@@ -280,6 +304,9 @@ def main(argv=None):
           f"torch {torch.__version__ if torch else 'not installed'} (1 thread)")
     if torch is not None:
         check_same_gradients()
+
+    print("objects tracked by the cyclic collector, held per op: " + ", ".join(
+        f"{pattern} {tracked_objects_per_op(pattern):.2f}" for pattern in PATTERNS))
 
     # 1. graphs
     sizes = (1_000, 10_000, 40_000, 100_000) if args.sizes is None else args.sizes

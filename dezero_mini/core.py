@@ -260,34 +260,18 @@ class Variable:
         # The graph links Functions (``next_functions``), not the Variables
         # between them, which may be gone: the gradients wait by Function,
         # one per output, until the Function runs; the leaves' by Variable.
-        grads, leaf_grads = {}, {}
         # A heap ordered by generation (newest first) runs each Function
         # once, after every Function that uses its outputs: O(log n) a push.
         # The counter breaks ties between Functions of the same generation in
         # the order they were reached, so that the gradients are summed in
         # the same order on every run (floating-point sums depend on it).
         order = itertools.count()
-        pending = []
+        creator, index = _edge_to_creator(self)
+        grads = {creator: [None] * len(creator.outputs)}
+        grads[creator][index] = self.grad if create_graph else self.grad.data
+        leaf_grads, outputs_read = {}, {}
+        pending = [(-creator.generation, next(order), creator)]
         heappush, heappop = heapq.heappush, heapq.heappop  # local names: looked up once
-
-        def send(node, index, g):
-            """Add ``g`` to the gradient that waits for output ``index`` of the
-            Function ``node``, or, with index None, for the Variable ``node``
-            (called for every edge: the framework's own cost on every op)."""
-            if index is None:
-                if node.creator is None:  # a leaf keeps its gradient
-                    held = leaf_grads.get(node)
-                    leaf_grads[node] = g if held is None else held + g
-                    return
-                node, index = _edge_to_creator(node)  # made by a Function written DeZero's way
-            gys = grads.get(node)
-            if gys is None:
-                gys = grads[node] = [None] * len(node.outputs)
-                heappush(pending, (-node.generation, next(order), node))
-            held = gys[index]
-            gys[index] = g if held is None else held + g
-
-        send(*_edge_to_creator(self), self.grad if create_graph else self.grad.data)
         check_saved = Config.check_saved
 
         # The backward pass builds a graph only when asked to (create_graph).
@@ -340,11 +324,26 @@ class Variable:
                             gx = _check_gradient(gx, x, kind, f"{type(f).__name__}.backward")
                     elif gx.__class__ is not kind:
                         gx = _as_gradient(gx, kind, f"{type(f).__name__}.backward")
-                    send(node, index, gx)
+                    if index is None:
+                        if node.creator is None:  # a leaf keeps its gradient (given at the end)
+                            held = leaf_grads.get(node)
+                            leaf_grads[node] = gx if held is None else held + gx
+                            continue
+                        # Made by a Function written DeZero's way, whose backward may
+                        # read its outputs (``self.outputs[0]()``): alive until it runs.
+                        outputs_read.setdefault(node.creator, []).append(node)
+                        node, index = _edge_to_creator(node)
+                    gys = grads.get(node)
+                    if gys is None:  # the first gradient for this Function: it joins the heap
+                        gys = grads[node] = [None] * len(node.outputs)
+                        heappush(pending, (-node.generation, next(order), node))
+                    held = gys[index]
+                    gys[index] = gx if held is None else held + gx
                 if not retain_graph:
                     f.release()  # its backward has run: what it saved for it can go
                 elif lifted:
                     _restore_saved(f, lifted)
+                outputs_read.pop(f, None)
                 gys = gxs = lifted = None  # would keep the last arrays alive while the next Function runs
             # The leaves add their gradients to those they may already have, as
             # in DeZero and PyTorch.
@@ -576,39 +575,47 @@ class Function:
                           for name, source in cls.saved_from.items())
 
     def __call__(self, *inputs):
-        # Inputs are Variables in almost every call; only arrays and Python
-        # numbers (``x * 2``) go through _as_input, which makes constants.
-        inputs = [x if isinstance(x, Variable) else _as_input(x, inputs) for x in inputs]
         build = Config.enable_backprop
+        keep_inputs = build and self.saves is None  # DeZero's way: keep the input Variables
+        variables = [] if keep_inputs else None
+        # One loop over the inputs gives forward their arrays and, when the
+        # graph is built, where each one's gradient goes and the generation:
+        # it is the framework's own cost on every op (two list
+        # comprehensions and a call per input instead cost a fifth more).
+        # An edge is known before forward runs, so that forward can keep
+        # only what the gradients that are needed read: None when the input
+        # needs none; (x, None) for a leaf, and for a Variable made by a
+        # Function written DeZero's way (whose backward may read its
+        # outputs, as in DeZero: the Function that uses them keeps them);
+        # else (creator, output index), without the Variable.
+        xs, edges, generation = [], [], 0
+        for x in inputs:
+            if not isinstance(x, Variable):
+                x = _as_input(x, inputs)  # a number or an array: a constant
+            xs.append(x.data)
+            if not build:
+                continue
+            if keep_inputs:
+                variables.append(x)
+            if x.generation > generation:
+                generation = x.generation
+            creator = x.creator
+            if not x.requires_grad:
+                edges.append(None)
+            elif creator is None or creator.saves is None:
+                edges.append((x, None))
+            elif len(creator.outputs) == 1:
+                edges.append((creator, 0))
+            else:
+                edges.append((creator, creator.outputs.index(weakref.ref(x))))
         if build:
-            # Where each input's gradient goes, known before forward runs, so
-            # that forward can keep only what the gradients that are needed
-            # read: None when it needs none; (x, None) for a leaf, and for a
-            # Variable made by a Function written DeZero's way (whose backward
-            # may read its outputs, as in DeZero: the Function that uses them
-            # keeps them); else (creator, output index), without the Variable.
-            # One loop for that and the generation: it is the framework's own
-            # cost on every op.
-            edges, generation = [], 0
-            for x in inputs:
-                if x.generation > generation:
-                    generation = x.generation
-                creator = x.creator
-                if not x.requires_grad:
-                    edges.append(None)
-                elif creator is None or creator.saves is None:
-                    edges.append((x, None))
-                elif len(creator.outputs) == 1:
-                    edges.append((creator, 0))
-                else:
-                    edges.append((creator, creator.outputs.index(weakref.ref(x))))
             self.next_functions, self.generation = edges, generation
         else:
             self.next_functions = None
         try:
-            ys = self.forward(*[x.data for x in inputs])
+            ys = self.forward(*xs)
         except _NAMED_ERRORS as e:
-            shapes = ", ".join(str(x.data.shape) for x in inputs)
+            shapes = ", ".join(str(x.shape) for x in xs)
             _raise_named(e, type(self).__name__, f"{type(self).__name__}: inputs of shapes {shapes}")
         # ``type(y) is np.ndarray`` is the fast test; numpy scalars (what
         # ufuncs return for 0-d arrays) and anything else go through
@@ -620,9 +627,9 @@ class Function:
             output = Variable(ys if type(ys) is np.ndarray else _output_array(self, ys))
             if build:  # only backward needs the graph
                 output.creator = self
-                output.generation = self.generation + 1
-                if self.saves is None:
-                    self.inputs = inputs  # DeZero's way: keep them all, read or not
+                output.generation = generation + 1
+                if keep_inputs:
+                    self.inputs = variables  # DeZero's way: keep them all, read or not
                 self.outputs = [weakref.ref(output)]  # weak: no cycle (stage 03)
             else:
                 output.made_without_graph = True  # so that backward() can explain
@@ -632,9 +639,9 @@ class Function:
         if build:
             for output in outputs:
                 output.creator = self
-                output.generation = self.generation + 1
-            if self.saves is None:
-                self.inputs = inputs
+                output.generation = generation + 1
+            if keep_inputs:
+                self.inputs = variables
             self.outputs = [weakref.ref(output) for output in outputs]
         else:
             for output in outputs:

@@ -208,3 +208,26 @@ def test_the_check_is_off_by_default_and_on_with_the_environment_variable():
                               text=True, check=True)
         seen[value] = done.stdout.strip()
     assert seen == {"": "False", "1": "True"}
+
+
+def test_a_function_written_dezeros_way_may_read_its_output_in_backward():
+    """As DeZero's own Exp does (``self.outputs[0]()``): a built-in Function
+    that uses such an output keeps the Variable (an edge to it), so it is
+    alive when the backward runs, as in DeZero."""
+
+    class DeZeroExp(dz.Function):
+        def forward(self, x):
+            return np.exp(x)
+
+        def backward(self, gy):
+            y = self.outputs[0]()
+            return gy * y
+
+    x = dz.Variable(np.array([0.0, 1.0]))
+    with dz.using_config("check_saved", False):
+        loss = F.sum(DeZeroExp()(x) * 2.0 + 1.0)  # the output is held by nothing but the graph
+        loss.backward()
+    np.testing.assert_allclose(x.grad.data, 2 * np.exp([0.0, 1.0]))
+    # DeZero's way keeps the input too, which this backward never reads: the check says so.
+    with pytest.raises(RuntimeError, match=r"DeZeroExp holds inputs\[0\] that its backward never reads"):
+        F.sum(DeZeroExp()(x) * 2.0 + 1.0).backward()
