@@ -13,7 +13,12 @@ returned to the system) cannot lower or raise the next one's figure:
 - train: forward, softmax cross-entropy, backward, SGD update, from
   cleared gradients (``cleargrads``, ``zero_grad(set_to_none=True)``), so the
   step makes the weights' gradients, as every training step does;
-- infer: forward under ``no_grad``, then the predicted classes.
+- infer: forward under ``no_grad``, then the predicted classes;
+- planned: the same inference through stage 09's plan
+  (``dezero_mini.planning.plan_inference``): traced and planned once, its
+  arrays allocated once and reused by every call. Its figure is what the
+  plan's arrays hold plus the peak of a call above them, so that memory
+  allocated before the step is not hidden.
 
 What is measured is the process's peak resident memory (Linux's ``VmHWM``)
 above what it held just before the step: set-up (the weights, the data, a
@@ -105,7 +110,27 @@ def dezero_mini_case(mode):
         with dz.no_grad():
             model(x).data.argmax(axis=1)
 
+    if mode == "planned":
+        return planned_case(model, x, infer_step)
     return (train_step, model.cleargrads) if mode == "train" else (infer_step, None)
+
+
+def planned_case(model, x, infer_step):
+    """The planned inference step, and what its preallocated arrays hold."""
+    from dezero_mini.planning import plan_inference
+
+    infer_step()  # the weights are made by the first call (Linear's in_size is inferred)
+    trim_heap()
+    before = status_kib("VmRSS")
+    run = plan_inference(model, x)
+    run(x)  # the plan's pages are touched by the first run
+    trim_heap()
+    held = (status_kib("VmRSS") - before) * 1024
+
+    def planned_step():
+        run(x).argmax(axis=1)
+
+    return planned_step, None, held
 
 
 def torch_case(mode):
@@ -142,11 +167,11 @@ CASES = {"dezero_mini": dezero_mini_case, "torch": torch_case}
 
 
 def run_child(framework, mode):
-    step, clear_gradients = CASES[framework](mode)
+    step, clear_gradients, *held = CASES[framework](mode)
     step()  # warm-up: BLAS buffers, allocator pools, lazy set-up
     if clear_gradients is not None:
         clear_gradients()  # the measured step makes the gradients, as every step does
-    print(json.dumps({"peak_bytes": measure_step(step)}))
+    print(json.dumps({"peak_bytes": measure_step(step) + sum(held)}))
 
 
 def lower_bounds():
@@ -159,7 +184,7 @@ def lower_bounds():
     # Training: the last gradient made, the first layer's dW = x.T @ g, needs g
     # (batch x first hidden width) while every other gradient is already there.
     train = gradients + activation[1]
-    return {"train": train, "infer": infer}
+    return {"train": train, "infer": infer, "planned": infer}
 
 
 def have(module):
@@ -188,17 +213,20 @@ def main():
           f"start of the step, median of {args.repeats} fresh processes (MiB)")
     print(f"{'step':<6} {'framework':<12} {'median':>8} {'min':>8} {'max':>8} "
           f"{'/ torch':>8} {'/ bound':>8}")
-    for mode in ("train", "infer"):
+    torch_medians = {}
+    for mode in ("train", "infer", "planned"):
         medians = {}
-        for framework in frameworks:
+        for framework in frameworks if mode != "planned" else ["dezero_mini"]:
             peaks = []
             for _ in range(args.repeats):
                 out = subprocess.run([sys.executable, __file__, "--child", framework, mode],
                                      capture_output=True, text=True, check=True).stdout
                 peaks.append(json.loads(out.splitlines()[-1])["peak_bytes"])
             medians[framework] = statistics.median(peaks)
-            versus = (f"{medians[framework] / medians['torch']:8.2f}"
-                      if "torch" in medians else f"{'':>8}")
+            if framework == "torch":
+                torch_medians[mode] = medians[framework]
+            torch_figure = torch_medians.get(mode if mode != "planned" else "infer")
+            versus = f"{medians[framework] / torch_figure:8.2f}" if torch_figure else f"{'':>8}"
             print(f"{mode:<6} {framework:<12} {medians[framework] / MIB:8.1f} "
                   f"{min(peaks) / MIB:8.1f} {max(peaks) / MIB:8.1f} {versus} "
                   f"{medians[framework] / bounds[mode]:8.2f}")

@@ -92,7 +92,7 @@ def test_every_command_has_help(capsys, command, option):
     (["train", "--save", "no/such/folder/w.npz"], "--save"),
     (["train", "--dataset", "mnist"], "--data-dir"),
     (["train", "--data-dir", "."], "--data-dir"),
-    (["memory", "--stage", "9"], "--stage"),
+    (["memory", "--stage", "42"], "--stage"),
     (["memory", "--stage", "1,nonsense"], "--stage"),
     (["memory", "--batches", "0"], "--batches"),
     (["memory", "--out", "plot.jpg"], "--out"),
