@@ -50,8 +50,12 @@ def _browser_or_skip():
 # --------------------------------------------------- the checks can fail
 
 
-def _page(path, body, head=""):
+def _page(path, body, head="", book=True):
+    """A page as mdBook writes it (it links a style sheet of mdBook's), or,
+    with ``book=False``, a report that a tool wrote."""
     path.parent.mkdir(parents=True, exist_ok=True)
+    head = ("<link rel='stylesheet' id='mdbook-highlight-css' href='data:text/css,'>"
+            if book else "") + head
     path.write_text(f"<!DOCTYPE html><html><head><meta charset='utf-8'>{head}</head>"
                     f"<body><main style='width:600px;margin:0 auto'>{body}</main></body></html>")
 
@@ -94,6 +98,10 @@ def test_browser_checks_find_errors_empty_and_too_wide_images(tmp_path):
           "<img src='dot.png' style='width:900px;max-width:none'>"
           "<img src='missing.png'>",
           head="<script>console.error('boom')</script>")
+    # A tool's report (memray's flame graph loads its scripts from the network)
+    # is not a page of the book: not opened, so its failed request is no problem.
+    _page(tmp_path / "figures" / "flamegraph.html", "<p>report</p>",
+          head="<script src='https://cdn.invalid/plot.js'></script>", book=False)
     problems = check_site.browser_problems(tmp_path, chromium=chromium, search=False)
     text = "\n".join(problems)
     assert all(p.startswith("bad.html: ") for p in problems), text

@@ -9,6 +9,7 @@ cannot load (Python 3.12+ has no ``distutils``; simulated here), the
 parsers of what the tools print, and the book copying a page that a
 notebook shows in an iframe (memray's flame graphs).
 """
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -91,7 +92,9 @@ def test_memory_profiler_magics_have_working_stand_ins_without_distutils(shell, 
     assert result.success
     assert "peak memory:" in capsys.readouterr().out
     kept = shell.user_ns["kept"]
-    assert max(kept.mem_usage) >= kept.baseline > 0
+    # RSS figures: the peak may even fall below the baseline when memory is
+    # returned meanwhile, so only their being measured is asserted.
+    assert kept.baseline > 0 and kept.mem_usage and min(kept.mem_usage) > 0
 
 
 def test_the_real_memory_profiler_magics_load_where_distutils_exists(shell):
@@ -222,6 +225,7 @@ def test_the_lab_extra_and_the_make_targets_name_the_tools():
     for extra in ("tools = [", "lab = ["):
         block = pyproject[pyproject.index(extra):].split("]", 1)[0]
         assert "memray" in block and "sys_platform != 'win32'" in block and "objgraph" in block
-    assert '".[book,test,data,tools]"' in makefile
+    installed = re.search(r'--editable "\.\[([a-z,]+)\]"', makefile).group(1).split(",")
+    assert {"book", "test", "tools"} <= set(installed)
     assert "jupyter lab notebooks/" in makefile and "ipykernel install" in makefile
     assert subprocess.run(["make", "-n", "lab"], cwd=ROOT, capture_output=True).returncode == 0

@@ -28,6 +28,7 @@ import argparse
 import functools
 import http.server
 import os
+import re
 import shutil
 import sys
 import threading
@@ -200,6 +201,14 @@ def _search_problems(page, where):
     return []
 
 
+def is_book_page(path: Path) -> bool:
+    """Whether ``path`` is a page that mdBook wrote (it links mdBook's own style
+    sheets). The other HTML files of the site are reports that a lesson's tools
+    wrote (memray's flame graphs), which load their scripts from the network
+    and say so: their links and files are checked, but they are not opened."""
+    return re.search(r"""id=["']mdbook-""", path.read_text(errors="replace")) is not None
+
+
 def browser_problems(html_dir: Path = HTML_DIR, *, chromium: str | None = None,
                      pages: list[str] | None = None, search: bool = True,
                      screenshots: Path | None = None, shoot: tuple[str, ...] = ()) -> list[str]:
@@ -215,7 +224,7 @@ def browser_problems(html_dir: Path = HTML_DIR, *, chromium: str | None = None,
             raise RuntimeError(why)
     if pages is None:
         pages = sorted(p.relative_to(html_dir).as_posix() for p in html_dir.rglob("*.html")
-                       if p.name not in NOT_OPENED)
+                       if p.name not in NOT_OPENED and is_book_page(p))
     problems = []
     searched = set()  # folders whose first page has tried the search
     with serve(html_dir) as base, sync_playwright() as playwright:
