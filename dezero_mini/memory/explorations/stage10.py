@@ -6,7 +6,7 @@ EXPLORATION = Exploration(
     stage=10,
     controls={
         "policy": Choice("checkpoints", POLICIES, "sqrt(n) segments"),
-        "every": Slider("k", 1, 64, 8),
+        "every": Slider("k (every k layers)", 1, 64, 8),
         "depth": Choice("layers", (16, 32, 64, 128, 256, 512, 1024), 128),
         "graph_layers": Slider("graph: layers", 2, 8, 4),
         "backward": Toggle("graph: after backward"),
