@@ -121,3 +121,35 @@ def test_in_a_live_kernel_the_cell_is_a_widget(tmp_path):
     kinds = [kind for output in outputs for kind in output.get("data", {})]
     assert "application/vnd.jupyter.widget-view+json" in kinds, kinds
     assert "image/png" not in kinds and "text/markdown" not in kinds, kinds
+
+
+def test_lesson_09_draws_the_chosen_plan_bold_and_where_it_puts_the_small_graph():
+    from dezero_mini.memory.plans import PLANNERS, block_rows, plot_explored_plan, small_network
+    from dezero_mini.memory.stages import load_stage
+
+    values = {**ex.get_exploration(9).defaults(), "plan": "sharing only", "step": "inference"}
+    top, bottom = plot_explored_plan(values).axes
+    widths = {line.get_label().split(":")[0]: line.get_linewidth() for line in top.get_lines()}
+    assert max(widths, key=widths.get) == "sharing only", widths
+    assert "inference" in top.get_title()
+    step = load_stage(9)
+    plan = step.plan_memory(small_network(step).trace(step, False), **dict(PLANNERS)["sharing only"])
+    assert len(bottom.get_yticks()) == block_rows(plan), bottom.get_title()
+
+
+def test_lesson_10_graph_checkpoints_every_segment_but_the_last():
+    from dezero_mini.memory.depth import checkpointed_graph, policy_segments
+
+    def checkpoints(**values):
+        graph = checkpointed_graph({"stage": 10, "graph_layers": 6, "policy": "every k layers",
+                                    "every": 2, **values})
+        return sum(node.title == "Checkpoint" for node in graph.nodes)
+
+    assert checkpoints() == 2  # 3 segments of 2 layers, the last one plain
+    assert checkpoints(every=6) == 0  # one segment: the last, never checkpointed
+    assert checkpoints(policy="sqrt(n) segments") == 1  # round(sqrt(6)) = 2 segments
+    assert checkpoints(policy="none") == 0
+    assert checkpoints(backward=True) == 0  # backward frees the graph, Checkpoints too
+    assert [policy_segments("every k layers", 128, k) for k in (1, 8, 100, 500)] == [128, 16, 2, 1]
+    with pytest.raises(ValueError, match="policy must be one of"):
+        policy_segments("every layer", 128)

@@ -15,8 +15,8 @@ their own, so that they can judge a learner's planner:
   storage although the graph does not order them (two nodes that could run
   in parallel, which the plan would serialise); ``written_over(plan)``: the
   nodes that write over a buffer that a later node still reads.
-* ``plan_table`` / ``plan_timeline`` / ``plot_plan_timelines``: the figures
-  of the lesson.
+* ``plan_table`` / ``block_timeline`` / ``plot_plan_timelines``: the figures
+  of the lesson; ``plot_explored_plan``: the figure of its interactive cell.
 """
 from dataclasses import dataclass
 
@@ -273,16 +273,20 @@ def table_markdown(table):
     return "\n".join(lines)
 
 
-def plot_plan_timelines(module, graph, title):
+def plot_plan_timelines(module, graph, title, *, highlight=None, ax=None):
     """Storage used step by step by each planner of ``PLANNERS``, and the
-    bytes live at each step (the lower bound is its highest point)."""
+    bytes live at each step (the lower bound is its highest point).
+    highlight: the label of one planner, drawn bold over the others, faint.
+    ax: the axes to draw on (default: a figure of its own). Returns the figure."""
     from dezero_mini.memory.plotting import _pyplot
 
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(9.0, 3.8), constrained_layout=True)
+    if ax is None:
+        _, ax = _pyplot().subplots(figsize=(9.0, 3.8), constrained_layout=True)
     for label, kwargs in PLANNERS:
         used = block_timeline(module.plan_memory(graph, **kwargs))
-        ax.plot(used / KIB, label=f"{label}: {used[-1] / KIB:,.0f} KiB", linewidth=1.5)
+        faint = highlight is not None and label != highlight
+        ax.plot(used / KIB, label=f"{label}: {used[-1] / KIB:,.0f} KiB",
+                linewidth=1.0 if faint else (3.0 if highlight else 1.5), alpha=0.4 if faint else 1.0)
     live = live_bytes(graph)
     ax.plot(live / KIB, "k:", label=f"live bytes (lower bound {live.max() / KIB:,.0f} KiB)")
     ax.set_xlabel("node, in the order they run")
@@ -290,19 +294,25 @@ def plot_plan_timelines(module, graph, title):
     ax.set_title(title)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return fig
+    return ax.figure
 
 
-def plot_blocks(plan, title, max_nodes=60):
+def block_rows(plan):
+    """How many blocks of storage the plan uses: the rows of ``plot_blocks``."""
+    return len(_buffers_by_block(plan))
+
+
+def plot_blocks(plan, title, max_nodes=60, *, ax=None):
     """Each buffer as a bar from the node that writes it to its last reader,
-    one row per block of storage: what the plan put where, and when."""
+    one row per block of storage: what the plan put where, and when.
+    ax: the axes to draw on (default: a figure of its own). Returns the figure."""
     from dezero_mini.memory.plotting import _colors, _pyplot
 
-    plt = _pyplot()
     graph = plan.graph
     spans = _lifetimes(graph)
     blocks = _buffers_by_block(plan)
-    fig, ax = plt.subplots(figsize=(9.0, 0.35 * len(blocks) + 1.5), constrained_layout=True)
+    if ax is None:
+        _, ax = _pyplot().subplots(figsize=(9.0, 0.35 * len(blocks) + 1.5), constrained_layout=True)
     colors = _colors(10)
     for row, (block, buffers) in enumerate(sorted(blocks.items())):
         for k, b in enumerate(buffers):
@@ -318,4 +328,52 @@ def plot_blocks(plan, title, max_nodes=60):
     ax.set_xlim(-1, min(len(graph.nodes), max_nodes))
     ax.set_xlabel("node, in the order they run (a bar: one buffer, from its node to its last reader)")
     ax.set_title(title)
+    return ax.figure
+
+
+# --- the interactive cell of the lesson (dezero_mini/memory/explorations/stage09.py) ---------
+#: The networks a reader may choose, built with ``layers`` (hidden layers of the MLP,
+#: layers of the chain, layers of each branch) and a batch size.
+EXPLORED_NETWORKS = {
+    "MLP": lambda module, layers, batch: mlp_network(module, hidden_layers=layers, batch_size=batch),
+    "chain": lambda module, layers, batch: chain_network(module, depth=layers, batch=batch),
+    "two branches": lambda module, layers, batch: branches_network(module, depth=layers, batch=batch),
+}
+
+
+def small_network(module):
+    """The small computation of the lessons, ``sum(sigmoid(x @ W + b))``, with
+    ``x`` of shape (4, 3): a graph whose every block fits in one picture."""
+    module = load_stage(module)
+    rng = np.random.RandomState(1)
+    x = rng.randn(4, 3)
+    W = module.Variable(rng.randn(3, 2), name="W")
+    b = module.Variable(np.zeros(2), name="b")
+    return Network("sum(sigmoid(x @ W + b))",
+                   lambda x: module.sum(module.sigmoid(module.matmul(x, W) + b)), (x,), [W, b])
+
+
+def plot_explored_plan(values):
+    """The figure of ``explore(9)``: above, the chosen network's storage node
+    by node under every planner, the chosen ``plan`` bold; below, where that
+    plan puts each buffer of the small computation. Values used: stage,
+    network (a key of ``EXPLORED_NETWORKS``), layers, batch_size, step
+    ("training" or "inference"), plan (a label of ``PLANNERS``)."""
+    from dezero_mini.memory.plotting import _pyplot
+
+    module = load_stage(values["stage"])
+    training = values["step"] == "training"
+    planner = dict(PLANNERS)[values["plan"]]
+    network = EXPLORED_NETWORKS[values["network"]](module, values["layers"], values["batch_size"])
+    small = small_network(module)
+    small_plan = module.plan_memory(small.trace(module, training), **planner)
+    rows = block_rows(small_plan)
+    fig, (top, bottom) = _pyplot().subplots(
+        2, 1, figsize=(9.0, 5.3 + 0.35 * rows), constrained_layout=True,
+        gridspec_kw={"height_ratios": [3.8, 0.35 * rows + 1.5]})
+    plot_plan_timelines(module, network.trace(module, training),
+                        f"{network.name}, {values['step']}, batch {values['batch_size']}: "
+                        "storage used, node by node", highlight=values["plan"], ax=top)
+    plot_blocks(small_plan, f"The plan \"{values['plan']}\" of {small.name}, {values['step']}: "
+                            f"{rows} blocks, {format_bytes(small_plan.total)}", ax=bottom)
     return fig
