@@ -35,7 +35,11 @@ class MLP(Model):
     def forward(self, x):
         *hidden, last = self.layers
         for layer in hidden:
-            x = self.activation(layer(x))
+            # Two statements, not activation(layer(x)): rebinding x lets the
+            # previous activation go before the next one is made, so that
+            # under no_grad() two activations are alive at a time, not three.
+            x = layer(x)
+            x = self.activation(x)
         return last(x)
 
 
