@@ -189,10 +189,47 @@ def test_run_command_names_the_failing_command():
 # ------------------------------------------------------------------ the book
 
 
-def test_book_copies_a_page_that_a_notebook_shows_in_an_iframe(tmp_path):
+def _build_book():
     pytest.importorskip("nbconvert")
     sys.path.insert(0, str(ROOT / "tools"))
     import build_book
+
+    return build_book
+
+
+# IPython's IFrame, as memray's magic displays it: a blank line inside the tag
+# (which mdBook cannot keep); the page loads its scripts from a CDN.
+IFRAME_HTML = ('\n        <iframe\n            width="100%"\n            height="600"\n'
+               '            src="results/run1/flamegraph.html"\n            frameborder="0"\n'
+               '            allowfullscreen\n            \n        ></iframe>\n        ')
+FLAME_PAGE = ("<html><head><title>memray - flamegraph report</title>"
+              "<script src='https://cdn.example.org/d3.min.js'></script></head><body>flame</body></html>")
+
+
+def test_book_turns_the_iframe_of_a_local_page_into_a_link_to_its_copy(tmp_path):
+    build_book = _build_book()
+    (tmp_path / "notebooks" / "results" / "run1").mkdir(parents=True)
+    (tmp_path / "notebooks" / "results" / "run1" / "flamegraph.html").write_text(FLAME_PAGE)
+    links = build_book.LinkMapper(tmp_path, tmp_path / "src", {})
+    html = links.rewrite_html(IFRAME_HTML + '<img src="results/run1/flamegraph.html">',
+                              tmp_path / "notebooks", "nb")
+    assert "<iframe" not in html
+    paragraph = re.search(r"<p\b.*?</p>", html, re.DOTALL).group(0)
+    assert "\n" not in paragraph  # one line: nothing that mdBook can cut in two
+    link = re.search(r'<a href="([^"]+)" target="_blank"[^>]*>([^<]*)</a>', html)
+    assert link.group(1) == "notebooks/results/run1/flamegraph.html"
+    assert "memray - flamegraph report" in link.group(2)
+    assert "new tab" in html and "network (cdn.example.org)" in html
+    assert (tmp_path / "src" / link.group(1)).read_text() == FLAME_PAGE
+    assert '<img src="notebooks/results/run1/flamegraph.html">' in html  # other tags: src rewritten only
+    # An iframe of a web page stays an iframe.
+    remote = IFRAME_HTML.replace("results/run1/flamegraph.html", "https://example.org/page.html")
+    assert links.rewrite_html(remote, tmp_path / "notebooks", "nb").count("<iframe") == 1
+    assert links.warnings == []
+
+
+def test_book_copies_a_page_that_a_notebook_shows_in_an_iframe(tmp_path):
+    build_book = _build_book()
 
     repo = tmp_path / "repo"
     repo.mkdir()
@@ -203,7 +240,7 @@ def test_book_copies_a_page_that_a_notebook_shows_in_an_iframe(tmp_path):
         new_code_cell(
             "from pathlib import Path\nfrom IPython.display import IFrame, display\n"
             "Path('results/run1').mkdir(parents=True, exist_ok=True)\n"
-            "Path('results/run1/flamegraph.html').write_text('<html>flame</html>')\n"
+            f"Path('results/run1/flamegraph.html').write_text({FLAME_PAGE!r})\n"
             "display(IFrame('results/run1/flamegraph.html', width='100%', height=300))"
         ),
     ])
@@ -215,8 +252,9 @@ def test_book_copies_a_page_that_a_notebook_shows_in_an_iframe(tmp_path):
 
     src = repo / "build" / "book" / "src"
     chapter = (src / "00_measure.md").read_text()
-    assert 'src="notebooks/results/run1/flamegraph.html"' in chapter
-    assert (src / "notebooks" / "results" / "run1" / "flamegraph.html").read_text() == "<html>flame</html>"
+    assert '<a href="notebooks/results/run1/flamegraph.html" target="_blank"' in chapter
+    assert "<iframe" not in chapter
+    assert (src / "notebooks" / "results" / "run1" / "flamegraph.html").read_text() == FLAME_PAGE
 
 
 def test_the_lab_extra_and_the_make_targets_name_the_tools():

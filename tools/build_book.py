@@ -35,7 +35,9 @@ Files that README.md or a notebook's Markdown cells link to by a relative path
 (figures, for example), and pages that a cell's output shows in an iframe
 (memray's flame graphs), are copied into the book at the same place relative to
 the repository root, and the links are rewritten to match; links to a
-notebook become links to its chapter.
+notebook become links to its chapter. Such an iframe becomes a link to the
+page, which opens in a tab of its own (memray's page loads its scripts from the
+network; the book's pages load nothing from it).
 """
 from __future__ import annotations
 
@@ -81,6 +83,10 @@ _EXPLORE_CELL = re.compile(r"^explore\(\d+", re.MULTILINE)
 # [text](target "title") and ![alt](target), and <img src="target"> or <iframe src="target">
 _MD_LINK = re.compile(r'(!?\[[^\]]*\]\()(<[^>]*>|[^)\s]+)((?:\s+"[^"]*")?\))')
 _HTML_SRC = re.compile(r'(<(?:img|iframe)\b[^>]*?\bsrc=")([^"]+)(")', re.IGNORECASE)
+# a whole <iframe ...></iframe> (IPython's IFrame writes one over several lines), with what surrounds it
+_IFRAME = re.compile(r'\s*<iframe\b[^>]*?\bsrc="(?P<src>[^"]+)"[^>]*>\s*</iframe>\s*', re.IGNORECASE)
+_TITLE = re.compile(r"<title>\s*([^<]*?)\s*</title>", re.IGNORECASE)
+_REMOTE_ASSET = re.compile(r"""<(?:script|link)\b[^>]*?\b(?:src|href)=["']https?://([^/"']+)""", re.IGNORECASE)
 _FENCE = re.compile(r"^\s*(```|~~~)")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s+(.+?)\s*#*\s*$")
 
@@ -231,8 +237,19 @@ class LinkMapper:
 
     def rewrite_html(self, html: str, base: Path, where: str) -> str:
         """The same for the ``src`` of the images and iframes of a cell's HTML
-        output, whose tags may span lines."""
+        output, whose tags may span lines. An iframe of a local page (memray's
+        flame graph) becomes a link to the page's copy: mdBook cannot keep
+        IPython's iframe tag (it has a blank line inside), and the page, in
+        the chapter, would load its scripts from the network."""
+        html = _IFRAME.sub(lambda m: self._iframe(m, base, where), html)
         return _HTML_SRC.sub(lambda m: m.group(1) + self._map(m.group(2), base, where) + m.group(3), html)
+
+    def _iframe(self, match: re.Match, base: Path, where: str) -> str:
+        target = self._map(match.group("src"), base, where)
+        copied = self.src / target
+        if "://" in target or not copied.is_file():  # a URL, or a page that is missing (warned)
+            return match.group(0).replace(match.group("src"), target)
+        return "\n\n" + page_link(target, copied.read_text(encoding="utf-8", errors="replace")) + "\n\n"
 
     def _map(self, target: str, base: Path, where: str) -> str:
         bare = target[1:-1] if target.startswith("<") and target.endswith(">") else target
@@ -257,6 +274,19 @@ class LinkMapper:
         if not resolved.exists():
             self.warnings.append(f"{where}: link {target!r} points at {rel.as_posix()}, which does not exist")
         return target
+
+
+def page_link(target: str, page: str) -> str:
+    """A paragraph that links to the page ``target`` (whose HTML is ``page``),
+    opened in a tab of its own, in place of an iframe that showed it: named by
+    its title, and saying which hosts it loads scripts or styles from, if any."""
+    title = _TITLE.search(page)
+    name = html_escape(title.group(1) if title and title.group(1) else Path(target).name)
+    hosts = sorted(set(_REMOTE_ASSET.findall(page)))
+    network = (f" It loads its scripts from the network ({html_escape(', '.join(hosts))}), "
+               "so it draws only with a connection." if hosts else "")
+    return (f'<p class="page-link">The cell made a page of its own: <a href="{html_escape(target)}" '
+            f'target="_blank" rel="noopener">{name}</a> (it opens in a new tab).{network}</p>')
 
 
 def notebook_to_markdown(nb: nbformat.NotebookNode, stem: str, src: Path) -> str:
