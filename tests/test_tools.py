@@ -70,6 +70,29 @@ def test_without_memray_the_flamegraph_cell_runs_unprofiled(shell, monkeypatch, 
     assert "42" not in capsys.readouterr().out  # not displayed: memray's magic shows no value either
 
 
+def test_memray_flamegraph_is_saved_under_the_notebooks_name(shell, monkeypatch, tmp_path):
+    pytest.importorskip("memray")
+    from IPython.utils.capture import capture_output
+
+    monkeypatch.chdir(tmp_path)
+    assert tools.load_extension("memray", shell) is True
+    cell = "%%memray_flamegraph\nimport numpy as np\nblock = np.ones(2**20)\nprint('cell ran')"
+    for session, folder in ((None, "flamegraph"), (str(tmp_path / "03_lesson.ipynb"), "03_lesson")):
+        shell.user_ns["__session__"] = session
+        for _ in range(2):  # a second run replaces the first
+            with capture_output() as shown:
+                result = shell.run_cell(cell)
+            assert result.error_in_exec is None
+            page = f"memray-results/{folder}/flamegraph.html"
+            assert "cell ran" in shown.stdout and f"Results saved to {page}" in shown.stdout
+            assert "tmp" not in shown.stdout, shown.stdout  # memray's random folder is not named
+            (iframe,) = [o.data["text/html"] for o in shown.outputs if "text/html" in o.data]
+            assert f'src="{page}"' in iframe
+            assert "memray - flamegraph report" in Path(page).read_text()
+    assert sorted(p.name for p in Path("memray-results").iterdir()) == ["03_lesson", "flamegraph"]
+    assert tools.newest_flamegraph() == Path("memray-results/03_lesson/flamegraph.html")
+
+
 def test_memory_profiler_magics_have_working_stand_ins_without_distutils(shell, monkeypatch, capsys, tmp_path):
     # Python 3.12 removed distutils, which memory_profiler 0.61's magics import.
     monkeypatch.setitem(sys.modules, "distutils", None)

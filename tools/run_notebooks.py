@@ -16,6 +16,7 @@ Other tools import :func:`execute_notebook` from here (the book builder and
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import time
@@ -132,7 +133,9 @@ def execute_notebook(path, timeout: int = DEFAULT_TIMEOUT) -> nbformat.NotebookN
         on_cell_start=note_cell,
     )
     try:
-        client.execute()
+        # JPY_SESSION_NAME, as Jupyter's servers set it: the kernel's __session__ names the
+        # notebook (dezero_mini's %%memray_flamegraph saves its page under that name).
+        client.execute(env=dict(os.environ, JPY_SESSION_NAME=str(path)))
     except CellExecutionError as exc:
         raise NotebookError(path, running["index"], len(nb.cells), str(exc)) from None
     except CellTimeoutError as exc:

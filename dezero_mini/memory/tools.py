@@ -12,6 +12,9 @@ about them, so that the notebooks only call it:
 * ``load_extension(name)``: ``%load_ext`` for ``memory_profiler`` and
   ``memray`` that never leaves a lesson with a traceback: where the real
   magics cannot load, it registers stand-ins and says so in one line;
+  memray's ``%%memray_flamegraph`` saves its page under the notebook's name
+  (``memray-results/<notebook>/flamegraph.html``) instead of a random
+  temporary folder;
 * ``write_leaking_script(folder, stage=...)``: a short script whose loop
   keeps every batch's graph (stage 01: the framework's registry; stage 07:
   the script's own log), for the command-line tools (``mprof run``,
@@ -88,7 +91,11 @@ def load_extension(name, shell=None):
     fail to load on Python 3.12+ (they import ``distutils``); its stand-ins
     ``%memit`` and ``%mprun`` are made of memory_profiler's own
     ``memory_usage`` and ``LineProfiler``. Without memray, ``%%memray_flamegraph``
-    runs its cell unprofiled.
+    runs its cell unprofiled. With memray, ``%%memray_flamegraph`` is memray's
+    own magic (same options, same output) whose page is moved from the
+    random folder that memray makes to one named after the notebook
+    (see ``flamegraph_folder``), so that a run shows, and the book links to,
+    the same path every time.
     """
     if name not in ("memory_profiler", "memray"):
         raise ValueError(f"load_extension knows memory_profiler and memray, not {name!r}")
@@ -104,6 +111,8 @@ def load_extension(name, shell=None):
     else:
         if name == "memray":
             _plain_progress()
+            memray_magic = shell.magics_manager.magics["cell"]["memray_flamegraph"]
+            shell.register_magic_function(_named_flamegraph(memray_magic, shell), "cell", "memray_flamegraph")
         return True
     print(f"%load_ext memory_profiler failed on Python {sys.version.split()[0]} (its magics import "
           f"{missing}, which Python 3.12 removed; pip install setuptools brings it back): "
@@ -121,6 +130,55 @@ def _plain_progress():
     import rich
 
     rich.reconfigure(force_jupyter=False, force_terminal=False)
+
+
+FLAMEGRAPHS = Path("memray-results")  # where memray's magic writes, relative to the notebook
+
+
+def flamegraph_folder(user_ns):
+    """The folder under ``memray-results/`` for the flame graphs of a notebook:
+    the notebook's name where the kernel knows it (``__session__``, which
+    Jupyter's servers and the course's notebook runner set, or VS Code's
+    ``__vsc_ipynb_file__``), else ``flamegraph``."""
+    for key in ("__session__", "__vsc_ipynb_file__"):
+        stem = Path(str(user_ns.get(key) or "")).stem
+        if stem:
+            return FLAMEGRAPHS / stem
+    return FLAMEGRAPHS / "flamegraph"
+
+
+def _named_flamegraph(memray_magic, shell):
+    """``%%memray_flamegraph`` that runs memray's own magic, then moves the
+    folder it made (``memray-results/tmpXXXXXXXX/``) to the notebook's folder
+    and shows memray's output with that path. Each run replaces the
+    notebook's previous flame graph."""
+
+    def memray_flamegraph(line, cell):
+        from IPython.display import IFrame, display
+        from IPython.utils.capture import capture_output
+
+        before = set(FLAMEGRAPHS.glob("*/flamegraph.html"))
+        with capture_output() as captured:  # the cell's own output too: shown again below
+            memray_magic(line, cell)
+        made = sorted(set(FLAMEGRAPHS.glob("*/flamegraph.html")) - before)
+        temporary = named = None
+        if made:  # else memray wrote no page (it said why): its output is shown as it was
+            temporary, named = made[-1].parent, flamegraph_folder(shell.user_ns)
+            shutil.rmtree(named, ignore_errors=True)
+            shutil.move(str(temporary), str(named))
+
+        def renamed(text):
+            return text.replace(temporary.as_posix(), named.as_posix()) if temporary else text
+
+        sys.stdout.write(renamed(captured.stdout))
+        sys.stderr.write(renamed(captured.stderr))
+        for output in captured.outputs:
+            if temporary and temporary.as_posix() in output.data.get("text/html", ""):
+                display(IFrame((named / "flamegraph.html").as_posix(), width="100%", height="600"))
+            else:
+                output.display()
+
+    return memray_flamegraph
 
 
 def _unprofiled_cell(line, cell):
@@ -352,9 +410,10 @@ def memray_leak_sites(dump, within):
 
 
 def newest_flamegraph(folder="memray-results", keep=4):
-    """The flame graph that ``%%memray_flamegraph`` wrote last (it puts each
-    in a new folder under ``memray-results/``), or None. Only the ``keep``
-    newest folders are kept: every run of a lesson adds one."""
+    """The flame graph that ``%%memray_flamegraph`` wrote last (under
+    ``memray-results/``, in a folder named after the notebook, or a new
+    temporary one with memray's own magic), or None. Only the ``keep``
+    newest folders are kept."""
     found = sorted(Path(folder).glob("*/flamegraph.html"), key=lambda p: p.stat().st_mtime)
     for old in found[:-keep]:
         shutil.rmtree(old.parent, ignore_errors=True)
