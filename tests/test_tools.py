@@ -249,6 +249,10 @@ def test_book_turns_the_iframe_of_a_local_page_into_a_link_to_its_copy(tmp_path)
     remote = IFRAME_HTML.replace("results/run1/flamegraph.html", "https://example.org/page.html")
     assert links.rewrite_html(remote, tmp_path / "notebooks", "nb").count("<iframe") == 1
     assert links.warnings == []
+    # So does an iframe of a page that is not there, with one warning.
+    missing = IFRAME_HTML.replace("run1", "run2")
+    assert links.rewrite_html(missing, tmp_path / "notebooks", "nb").count("<iframe") == 1
+    assert len(links.warnings) == 1 and "results/run2/flamegraph.html" in links.warnings[0]
 
 
 def test_book_copies_a_page_that_a_notebook_shows_in_an_iframe(tmp_path):

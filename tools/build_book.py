@@ -245,11 +245,11 @@ class LinkMapper:
         return _HTML_SRC.sub(lambda m: m.group(1) + self._map(m.group(2), base, where) + m.group(3), html)
 
     def _iframe(self, match: re.Match, base: Path, where: str) -> str:
+        page = (base / match.group("src")).resolve()
+        if not page.is_file() or page in self.chapters or not page.is_relative_to(self.root):
+            return match.group(0)  # a URL, or no page to copy: left to the rewrite of src
         target = self._map(match.group("src"), base, where)
-        copied = self.src / target
-        if "://" in target or not copied.is_file():  # a URL, or a page that is missing (warned)
-            return match.group(0).replace(match.group("src"), target)
-        return "\n\n" + page_link(target, copied.read_text(encoding="utf-8", errors="replace")) + "\n\n"
+        return "\n\n" + page_link(target, page.read_text(encoding="utf-8", errors="replace")) + "\n\n"
 
     def _map(self, target: str, base: Path, where: str) -> str:
         bare = target[1:-1] if target.startswith("<") and target.endswith(">") else target
