@@ -204,6 +204,23 @@ def test_memray_peak_sites_see_the_gradients_that_stage_04_drops():
     assert peaks[4] < 0.9 * peaks[3], peaks
 
 
+def test_run_command_in_a_folder_shows_and_passes_its_files_by_name(tmp_path, monkeypatch, capsys):
+    # The lessons run their commands in a folder next to the notebook; what
+    # they print must name the files as a learner types them there, never
+    # a path that differs from one machine (or run) to the next.
+    monkeypatch.chdir(tmp_path)
+    folder, elsewhere = Path("runs") / "01_lesson", tmp_path / "other.txt"
+    folder.mkdir(parents=True)
+    (folder / "data.txt").write_text("inside")
+    elsewhere.write_text("outside")
+    echo = "import sys; print(open(sys.argv[1]).read(), open(sys.argv[2]).read())"
+    done = tools.run_command([sys.executable, "-c", echo, folder / "data.txt", elsewhere], cwd=folder)
+    shown = capsys.readouterr().out
+    assert shown.startswith("$ python -c ") and shown.rstrip().endswith(f"data.txt {elsewhere}"), shown
+    assert str(tmp_path / "runs") not in shown  # the folder's own files are named from inside it
+    assert done.stdout.split() == ["inside", "outside"]  # the command found both files
+
+
 def test_run_command_names_the_failing_command():
     with pytest.raises(RuntimeError, match="exit status 3"):
         tools.run_command([sys.executable, "-c", "import sys; sys.exit(3)"], show=False)

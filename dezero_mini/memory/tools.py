@@ -19,7 +19,8 @@ about them, so that the notebooks only call it:
   keeps every batch's graph (stage 01: the framework's registry; stage 07:
   the script's own log), for the command-line tools (``mprof run``,
   ``memray run``, ``python -m dezero_mini leaks``);
-* ``run_command(args)``: run one of those command lines, printing it first;
+* ``run_command(args, cwd=folder)``: run one of those command lines in
+  ``folder``, printing it first as a learner would type it there;
 * ``read_mprof(path)``, ``line_increments(text)``, ``profile_lines(text)``,
   ``memray_peak_sites(fn)``, ``memray_leak_sites(path)``, ``site_source``,
   ``newest_flamegraph()``: the figures the lessons quote, read back from what
@@ -305,12 +306,27 @@ def write_leaking_script(folder, *, stage=7, batches=40, batch_size=256):
     return path
 
 
+def _argument(arg, folder):
+    """A command-line argument as the command sees it from ``folder``: a
+    ``Path`` (a path of this process) relative to ``folder`` when it is
+    inside it, else absolute; anything else as a string."""
+    if folder is None or not isinstance(arg, Path):
+        return str(arg)
+    path = Path(os.path.abspath(arg))
+    return str(path.relative_to(folder)) if path.is_relative_to(folder) else str(path)
+
+
 def run_command(args, *, env=None, cwd=None, show=True, ok=(0,)):
-    """Run a command line (a list), printing it first as a learner would type
-    it (``python`` for this interpreter); return its CompletedProcess.
-    RuntimeError, with the command's output, when its exit status is not in
-    ``ok`` (``dezero_mini leaks`` exits with 1 when it finds a leak)."""
-    shown = ["python" if a == sys.executable else str(a) for a in args]
+    """Run a command line (a list) in the folder ``cwd`` (default: this
+    process's), printing it first as a learner would type it there:
+    ``python`` for this interpreter, and each ``Path`` argument relative to
+    ``cwd`` (a file in it by its name), so that what a lesson prints is the
+    same on every machine. Return its CompletedProcess; RuntimeError, with
+    the command's output, when its exit status is not in ``ok``
+    (``dezero_mini leaks`` exits with 1 when it finds a leak)."""
+    folder = None if cwd is None else Path(os.path.abspath(cwd))
+    args = [sys.executable if a == sys.executable else _argument(a, folder) for a in args]
+    shown = ["python" if a == sys.executable else a for a in args]
     prefix = "".join(f"{k}={v} " for k, v in (env or {}).items())
     if show:
         print(f"$ {prefix}{shlex.join(shown)}")
@@ -318,7 +334,7 @@ def run_command(args, *, env=None, cwd=None, show=True, ok=(0,)):
     # The command runs dezero_mini from the same place as this process does.
     here = str(Path(__file__).resolve().parents[2])
     full_env["PYTHONPATH"] = os.pathsep.join(p for p in (here, full_env.get("PYTHONPATH")) if p)
-    done = subprocess.run([str(a) for a in args], env=full_env, cwd=cwd, capture_output=True, text=True)
+    done = subprocess.run(args, env=full_env, cwd=folder, capture_output=True, text=True)
     if done.returncode not in ok:
         raise RuntimeError(f"{shlex.join(shown)} failed (exit status {done.returncode}):\n"
                            + textwrap.indent((done.stdout + done.stderr)[-3000:], "    "))
