@@ -1,9 +1,11 @@
-"""Stage 09's memory planner for dezero_mini: plan a model's forward before allocating it.
+"""Stage 09's memory planner for dezero_mini: plan a static graph before allocating it.
 
 The same planner as ``steps/step09_memory_planning.py`` (MXNet's design: a
 static graph, lifetimes by counting readers, in-place, best-fit sharing, no
 sharing between nodes that could run in parallel), for dezero_mini's own
-Functions::
+Functions, with the stage's API (``dezero_mini.trace``, ``plan_memory``,
+``Executor``: stage 09's contracts hold on dezero_mini) and two shortcuts
+for a model::
 
     import dezero_mini as dz
     from dezero_mini.planning import plan_inference
@@ -15,20 +17,25 @@ Functions::
 
 What it relies on in dezero_mini, so that a rewrite of the core keeps it
 working: the public Function classes (``Linear``, ``MatMul``, ``Add``,
-``Sub``, ``Mul``, ``Neg``, ``Exp``, ``Tanh``, ``Sigmoid``, ``ReLU``: looked up
-by name in ``dezero_mini.functions`` and ``dezero_mini.core``, and only those
-found are planned), the fact that calling a Function
-goes through ``Function.__call__(self, *inputs)`` and returns a Variable, a
-Variable's ``data``, and ``no_grad()``. While ``trace`` runs,
-``Function.__call__`` is wrapped to record each call, and put back after.
-Each kernel repeats its Function's forward formula one numpy operation at a
-time, in the same order, so that the planned result is the same bits; a test
-(``tests/test_planning.py``) holds each one to it.
+``Sub``, ``Mul``, ``Neg``, ``Exp``, ``Tanh``, ``Sigmoid``, ``ReLU``,
+``MeanSquaredError``, ``SoftmaxCrossEntropy``: looked up by name in
+``dezero_mini.functions`` and ``dezero_mini.core``, and only those found are
+planned), the fact that calling a Function goes through
+``Function.__call__(self, *inputs)`` and returns a Variable, a Variable's
+``data``, and ``no_grad()``. While ``trace`` runs, ``Function.__call__`` is
+wrapped to record each call with its inputs as given (a number written into
+a formula too, which the graph of Functions does not keep), and put back
+after; so dezero_mini needs no ``Config.tracer``, the stage's hook, and its
+core pays nothing for planning. Each kernel repeats its Function's forward
+formula one numpy operation at a time, in the same order, so that the
+planned result is the same bits; a test (``tests/test_planning.py``) holds
+each one to it.
 
-``plan_training(model, loss_fn, x, t)`` plans a whole training step the
-same way, for the Functions whose backward it knows (``GRADIENTS``: Linear,
-MatMul, Sigmoid, Tanh, Exp, ReLU, MeanSquaredError); it relies in addition
-on ``model.params()`` and on dezero_mini's backward order (newest
+``trace(fn, *feeds, wrt=params)`` and ``plan_training(model, loss_fn, x,
+t)`` plan a whole training step the same way, for the Functions whose
+backward it knows (``GRADIENTS``: Linear, MatMul, Add, Sub, Mul, Sigmoid,
+Tanh, Exp, ReLU, MeanSquaredError, SoftmaxCrossEntropy); they rely in
+addition on ``model.params()`` and on dezero_mini's backward order (newest
 generation first), which matters only where a value is used more than once.
 """
 import heapq
@@ -272,7 +279,7 @@ def _constant(x, inputs):
 def trace(fn, *feeds, wrt=()):
     """Run ``fn`` once on Variables of the arrays ``feeds`` (under
     ``no_grad()``) and return its static Graph: a node per Function call
-    (MeanSquaredError: four). Its outputs: ``fn``'s result, then, when
+    (MeanSquaredError: four, SoftmaxCrossEntropy: eleven). Its outputs: ``fn``'s result, then, when
     ``wrt`` names Variables (parameters), the gradient of the result with
     respect to each, traced as backward nodes (``GRADIENTS``)."""
     graph = Graph()
@@ -617,7 +624,8 @@ def plan_training(model, loss_fn, x, t, **planner):
     """Trace, plan and allocate one training step (forward and backward) of
     ``loss_fn(model(x), t)``: a ``PlannedTraining``. The Functions of the
     model and the loss need a backward in ``GRADIENTS`` (Linear, MatMul,
-    Sigmoid, Tanh, Exp, ReLU, MeanSquaredError)."""
+    Add, Sub, Mul, Sigmoid, Tanh, Exp, ReLU, MeanSquaredError,
+    SoftmaxCrossEntropy)."""
     if not list(model.params()):
         with no_grad():
             model(x)  # a Linear layer makes its weights at the first call
