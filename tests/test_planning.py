@@ -182,11 +182,12 @@ def planned_and_eager(loss, feeds, params):
 
 
 #: Expressions of a feed v (6, 4) and parameters a (6, 4) and b (4,) that exercise
-#: each backward: broadcasting (b), a number on either side, a value read twice.
+#: each backward: broadcasting (b), a number on either side (not one that float32
+#: holds exactly: in float64 it would round otherwise), a value read twice.
 ARITHMETIC = {
-    "Add": lambda v, a, b: F.tanh(v + b) + a + a,
-    "Sub": lambda v, a, b: (v - b) - (1.0 - a) - a,
-    "Mul": lambda v, a, b: a * b * a + v * 3.0 * b,
+    "Add": lambda v, a, b: F.tanh(v + b) + (a + 0.1) + a,
+    "Sub": lambda v, a, b: (v - b) - (0.1 - a) - a,
+    "Mul": lambda v, a, b: a * b * a + v * 0.3 * b,
 }
 
 
