@@ -18,7 +18,7 @@ for a model::
 What it relies on in dezero_mini, so that a rewrite of the core keeps it
 working: the public Function classes (``Linear``, ``MatMul``, ``Add``,
 ``Sub``, ``Mul``, ``Neg``, ``Exp``, ``Tanh``, ``Sigmoid``, ``ReLU``,
-``MeanSquaredError``, ``SoftmaxCrossEntropy``: looked up by name in
+``Sum``, ``MeanSquaredError``, ``SoftmaxCrossEntropy``: looked up by name in
 ``dezero_mini.functions`` and ``dezero_mini.core``, and only those found are
 planned), the fact that calling a Function goes through
 ``Function.__call__(self, *inputs)`` and returns a Variable, a Variable's
@@ -33,8 +33,8 @@ each one to it.
 
 ``trace(fn, *feeds, wrt=params)`` and ``plan_training(model, loss_fn, x,
 t)`` plan a whole training step the same way, for the Functions whose
-backward it knows (``GRADIENTS``: Linear, MatMul, Add, Sub, Mul, Sigmoid,
-Tanh, Exp, ReLU, MeanSquaredError, SoftmaxCrossEntropy); they rely in
+backward it knows (``GRADIENTS``: Linear, MatMul, Add, Sub, Mul, Sum,
+Sigmoid, Tanh, Exp, ReLU, MeanSquaredError, SoftmaxCrossEntropy); they rely in
 addition on ``model.params()`` and on dezero_mini's backward order (newest
 generation first), which matters only where a value is used more than once.
 """
@@ -133,7 +133,7 @@ KERNELS = {
 }
 
 
-def _mean_squared_error(g, xs, shape, dtype):
+def _mean_squared_error(g, function, xs, shape, dtype):
     """MeanSquaredError.forward as nodes: diff, diff ** 2, its sum, times 1 / n."""
     diff = g.op("sub", _binary(np.subtract), xs, g.buffers[xs[0]].shape, dtype, (0, 1))
     square = g.op("square", lambda out, d: np.square(d, out=out), [diff], g.buffers[diff].shape,
@@ -148,7 +148,7 @@ def _count(g, b):
     return int(np.prod(g.buffers[b].shape, dtype=np.int64))
 
 
-def _softmax_cross_entropy(g, xs, shape, dtype):
+def _softmax_cross_entropy(g, function, xs, shape, dtype):
     """SoftmaxCrossEntropy.forward as nodes: logsumexp of each row (utils.logsumexp:
     the row's maximum, finite, taken out before exp), the score at each label,
     their difference, its sum, times -1 / n. Saved for backward: the labels' flat
@@ -207,9 +207,23 @@ def _label_index(n, classes):
     return kernel
 
 
-#: Functions lowered to several nodes: name -> lowering(graph, xs, shape, dtype) -> (y, saved).
+def _sum(g, function, xs, shape, dtype):
+    """Sum.forward, ``x.sum(axis, keepdims)``, as one node; saved for backward:
+    the shape of the result with the summed axes kept (of size 1)."""
+    axis, keepdims = function.axis, function.keepdims  # (forward has normalised axis)
+    x_shape = g.buffers[xs[0]].shape
+    summed = range(len(x_shape)) if axis is None else [
+        a % len(x_shape) for a in (axis if isinstance(axis, tuple) else (axis,))]
+    kept = tuple(1 if i in summed else n for i, n in enumerate(x_shape))
+    return g.op("sum", lambda out, v: np.sum(v, axis=axis, keepdims=keepdims, out=out), xs,
+                shape, dtype), kept
+
+
+#: Functions lowered as nodes that need more than a kernel (the Function's settings,
+#: several nodes, a saved buffer): name -> lowering(graph, function, xs, shape, dtype)
+#: -> (y, saved).
 LOWERINGS = {"MeanSquaredError": _mean_squared_error,
-             "SoftmaxCrossEntropy": _softmax_cross_entropy}
+             "SoftmaxCrossEntropy": _softmax_cross_entropy, "Sum": _sum}
 
 
 def _kernel_of(function):
@@ -254,7 +268,7 @@ class _Tracer:
         shape, dtype = output.data.shape, output.data.dtype
         xs = [self.buffer(x, inputs) for x in inputs]
         if callable(found):  # several nodes
-            y, saved = found(self.graph, xs, shape, dtype)
+            y, saved = found(self.graph, function, xs, shape, dtype)
         else:
             kernel, inplace = found
             y, saved = self.graph.op(type(function).__name__.lower(), kernel, xs, shape, dtype,
@@ -368,6 +382,10 @@ def _mul_grads(g, xs, y, saved, gy):  # Mul.backward: gy * x1 and gy * x0, each 
     return [_sum_to(g, _times(g, gy, x1), x0), _sum_to(g, _times(g, gy, x0), x1)]
 
 
+def _sum_grads(g, xs, y, kept, gy):  # Sum.backward: gy with the summed axes back, broadcast
+    return [_node(g, "sum_grad", lambda out, v: np.copyto(out, v.reshape(kept)), [gy], xs[0])]
+
+
 def _softmax_cross_entropy_grads(g, xs, y, index, gy):
     """SoftmaxCrossEntropy.backward: (softmax(x) - one_hot(t)) * (gy * 1/n), the
     softmax recomputed from x as Softmax.forward does; the labels get no gradient."""
@@ -411,6 +429,7 @@ GRADIENTS = {
     "Add": _add_grads,
     "Sub": _sub_grads,
     "Mul": _mul_grads,
+    "Sum": _sum_grads,
     "MeanSquaredError": _mean_squared_error_grads,
     "SoftmaxCrossEntropy": _softmax_cross_entropy_grads,
 }
@@ -624,7 +643,7 @@ def plan_training(model, loss_fn, x, t, **planner):
     """Trace, plan and allocate one training step (forward and backward) of
     ``loss_fn(model(x), t)``: a ``PlannedTraining``. The Functions of the
     model and the loss need a backward in ``GRADIENTS`` (Linear, MatMul,
-    Add, Sub, Mul, Sigmoid, Tanh, Exp, ReLU, MeanSquaredError,
+    Add, Sub, Mul, Sum, Sigmoid, Tanh, Exp, ReLU, MeanSquaredError,
     SoftmaxCrossEntropy)."""
     if not list(model.params()):
         with no_grad():

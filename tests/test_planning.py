@@ -1,11 +1,13 @@
 """dezero_mini.planning: stage 09's planner on dezero_mini's own Functions.
 
 Each kernel gives its Function's forward bits (float32 and float64), a
-model's planned forward gives ``model(x)``'s bits under ``no_grad()``, the
-plan passes the course's instruments (``dezero_mini.memory.plans``: no block
-between unordered nodes, none written over while still read, between the
-lower bound and the naive total), the run allocates nothing but what the
-plan said, and tracing leaves ``Function.__call__`` as it found it.
+model's planned forward gives ``model(x)``'s bits under ``no_grad()``, each
+planned backward (Add, Sub, Mul, Sum, softmax cross-entropy, a model's
+training step) gives eager backward's bits, the plan passes the course's
+instruments (``dezero_mini.memory.plans``: no block between unordered
+nodes, none written over while still read, between the lower bound and the
+naive total), the run allocates nothing but what the plan said, and tracing
+leaves ``Function.__call__`` as it found it.
 """
 import tracemalloc
 
@@ -202,6 +204,26 @@ def test_the_backward_of_add_sub_and_mul_gives_eagers_bits(name, dtype):
         lambda v, t: F.mean_squared_error(expression(v, a, b), t), (v, t), [a, b])
     assert [g.dtype for g in planned] == [dtype] * 3
     assert [g.shape for g in planned] == [(), (6, 4), (4,)]
+    assert all(np.array_equal(p, e) for p, e in zip(planned, eager_run))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("axis, keepdims", [(None, False), (0, False), (1, True), (-1, False),
+                                            ((0, 2), False), ((2, 0), True)])
+def test_sum_gives_eagers_bits_forward_and_backward(axis, keepdims, dtype):
+    rng = np.random.RandomState(5)
+    x = rng.randn(7, 8, 9).astype(dtype)  # sums of enough numbers to round differently in float64
+
+    def fn(v):
+        return F.sum(v, axis, keepdims)
+
+    got = Executor(plan_memory(trace(fn, x)))(x)[0]
+    want = eager(fn, x)
+    assert got.dtype == want.dtype and np.array_equal(got, want)
+    a = dz.Variable(x)
+    w = np.asarray(rng.randn(*want.shape), dtype=dtype)
+    planned, eager_run = planned_and_eager(lambda w: F.sum(fn(a) * w), (w,), [a])
+    assert [g.shape for g in planned] == [(), (7, 8, 9)]
     assert all(np.array_equal(p, e) for p, e in zip(planned, eager_run))
 
 
