@@ -83,7 +83,6 @@ class Graph:
         return output
 
 
-
 def readers(graph):
     """For each buffer of ``graph``, the nodes that read it, in order (a node
     twice if it reads the buffer twice). Any graph with ``buffers`` and
