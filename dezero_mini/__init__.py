@@ -58,3 +58,5 @@ from dezero_mini.layers import Layer  # noqa: E402, F401
 from dezero_mini.models import Model  # noqa: E402, F401
 # Keep a part of a model's inputs and recompute the rest during backward.
 from dezero_mini.checkpointing import checkpoint  # noqa: E402, F401
+# Plan the memory of a static graph before allocating any of it (stage 09's API).
+from dezero_mini.planning import Executor, plan_memory, trace  # noqa: E402, F401

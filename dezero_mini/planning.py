@@ -1,9 +1,11 @@
-"""Stage 09's memory planner for dezero_mini: plan a model's forward before allocating it.
+"""Stage 09's memory planner for dezero_mini: plan a static graph before allocating it.
 
 The same planner as ``steps/step09_memory_planning.py`` (MXNet's design: a
 static graph, lifetimes by counting readers, in-place, best-fit sharing, no
 sharing between nodes that could run in parallel), for dezero_mini's own
-Functions::
+Functions, with the stage's API (``dezero_mini.trace``, ``plan_memory``,
+``Executor``: stage 09's contracts hold on dezero_mini) and two shortcuts
+for a model::
 
     import dezero_mini as dz
     from dezero_mini.planning import plan_inference
@@ -15,20 +17,25 @@ Functions::
 
 What it relies on in dezero_mini, so that a rewrite of the core keeps it
 working: the public Function classes (``Linear``, ``MatMul``, ``Add``,
-``Sub``, ``Mul``, ``Neg``, ``Exp``, ``Tanh``, ``Sigmoid``, ``ReLU``: looked up
-by name in ``dezero_mini.functions`` and ``dezero_mini.core``, and only those
-found are planned), the fact that calling a Function
-goes through ``Function.__call__(self, *inputs)`` and returns a Variable, a
-Variable's ``data``, and ``no_grad()``. While ``trace`` runs,
-``Function.__call__`` is wrapped to record each call, and put back after.
-Each kernel repeats its Function's forward formula one numpy operation at a
-time, in the same order, so that the planned result is the same bits; a test
-(``tests/test_planning.py``) holds each one to it.
+``Sub``, ``Mul``, ``Neg``, ``Exp``, ``Tanh``, ``Sigmoid``, ``ReLU``,
+``Sum``, ``MeanSquaredError``, ``SoftmaxCrossEntropy``: looked up by name in
+``dezero_mini.functions`` and ``dezero_mini.core``, and only those found are
+planned), the fact that calling a Function goes through
+``Function.__call__(self, *inputs)`` and returns a Variable, a Variable's
+``data``, and ``no_grad()``. While ``trace`` runs, ``Function.__call__`` is
+wrapped to record each call with its inputs as given (a number written into
+a formula too, which the graph of Functions does not keep), and put back
+after; so dezero_mini needs no ``Config.tracer``, the stage's hook, and its
+core pays nothing for planning. Each kernel repeats its Function's forward
+formula one numpy operation at a time, in the same order, so that the
+planned result is the same bits; a test (``tests/test_planning.py``) holds
+each one to it.
 
-``plan_training(model, loss_fn, x, t)`` plans a whole training step the
-same way, for the Functions whose backward it knows (``GRADIENTS``: Linear,
-MatMul, Sigmoid, Tanh, Exp, ReLU, MeanSquaredError); it relies in addition
-on ``model.params()`` and on dezero_mini's backward order (newest
+``trace(fn, *feeds, wrt=params)`` and ``plan_training(model, loss_fn, x,
+t)`` plan a whole training step the same way, for the Functions whose
+backward it knows (``GRADIENTS``: Linear, MatMul, Add, Sub, Mul, Sum,
+Sigmoid, Tanh, Exp, ReLU, MeanSquaredError, SoftmaxCrossEntropy); they rely in
+addition on ``model.params()`` and on dezero_mini's backward order (newest
 generation first), which matters only where a value is used more than once.
 """
 import heapq
@@ -75,13 +82,17 @@ class Graph:
         self.nodes.append(Node(name, kernel, inputs, output, inplace))
         return output
 
-    def readers(self):
-        """For each buffer, the nodes that read it."""
-        readers = [[] for _ in self.buffers]
-        for n, node in enumerate(self.nodes):
-            for b in node.inputs:
-                readers[b].append(n)
-        return readers
+
+def readers(graph):
+    """For each buffer of ``graph``, the nodes that read it, in order (a node
+    twice if it reads the buffer twice). Any graph with ``buffers`` and
+    ``nodes`` that name their ``inputs`` will do: ``dezero_mini.memory.plans``
+    runs it on a learner's Graph too, which need not have this as a method."""
+    found = [[] for _ in graph.buffers]
+    for n, node in enumerate(graph.nodes):
+        for b in node.inputs:
+            found[b].append(n)
+    return found
 
 
 # --- kernels: each Function's forward, into a given array -------------------------------
@@ -121,7 +132,7 @@ KERNELS = {
 }
 
 
-def _mean_squared_error(g, xs, shape, dtype):
+def _mean_squared_error(g, function, xs, shape, dtype):
     """MeanSquaredError.forward as nodes: diff, diff ** 2, its sum, times 1 / n."""
     diff = g.op("sub", _binary(np.subtract), xs, g.buffers[xs[0]].shape, dtype, (0, 1))
     square = g.op("square", lambda out, d: np.square(d, out=out), [diff], g.buffers[diff].shape,
@@ -136,8 +147,82 @@ def _count(g, b):
     return int(np.prod(g.buffers[b].shape, dtype=np.int64))
 
 
-#: Functions lowered to several nodes: name -> lowering(graph, xs, shape, dtype) -> (y, saved).
-LOWERINGS = {"MeanSquaredError": _mean_squared_error}
+def _softmax_cross_entropy(g, function, xs, shape, dtype):
+    """SoftmaxCrossEntropy.forward as nodes: logsumexp of each row (utils.logsumexp:
+    the row's maximum, finite, taken out before exp), the score at each label,
+    their difference, its sum, times -1 / n. Saved for backward: the labels' flat
+    indices."""
+    x, t = xs
+    (n, classes), scores = g.buffers[x].shape, g.buffers[x].dtype
+    if not np.issubdtype(scores, np.floating) or n == 0:
+        raise TypeError(f"plan: SoftmaxCrossEntropy is planned for a non-empty batch of "
+                        f"floating-point scores, got {n} rows of {scores}")
+    row = (n, 1)
+    top = g.op("max", _finite_row_max, [x], row, scores)
+    e = g.op("sub", _binary(np.subtract), [x, top], (n, classes), scores, (0,))
+    e = g.op("exp", lambda out, v: np.exp(v, out=out), [e], (n, classes), scores, (0,))
+    log_z = g.op("sum", _row_sum, [e], row, scores)
+    log_z = g.op("log", lambda out, v: np.log(v, out=out), [log_z], row, scores, (0,))
+    log_z = g.op("add", _binary(np.add), [log_z, top], row, scores, (0, 1))  # s += m
+    index = g.op("label_index", _label_index(n, classes), [t], (n,), np.intp)
+    picked = g.op("pick", lambda out, v, i: np.take(v.reshape(-1), i, out=out, mode="clip"),
+                  [x, index], (n,), scores)
+    picked = g.op("sub", lambda out, p, z: np.subtract(p, z.reshape(-1), out=out),
+                  [picked, log_z], (n,), scores, (0,))
+    total = g.op("sum", lambda out, v: np.sum(v, out=out), [picked], (), scores)
+    inverse = 1.0 / n  # utils.inverse_count
+
+    def negative_mean(out, v):  # -picked.sum() * inverse_count(n)
+        np.negative(v, out=out)
+        np.multiply(out, inverse, out=out)
+
+    return g.op("mean", negative_mean, [total], (), dtype, (0,)), index
+
+
+def _finite_row_max(out, x):
+    """Each row's maximum, 0 where it is not finite (utils.logsumexp: a row of
+    -inf stays -inf, not nan)."""
+    np.max(x, axis=1, keepdims=True, out=out)
+    out[~np.isfinite(out)] = 0  # (two masks of one byte a row: numpy's scratch)
+
+
+def _row_sum(out, x):
+    np.sum(x, axis=1, keepdims=True, out=out)
+
+
+def _label_index(n, classes):
+    """A kernel: the flat index of each row's label in the (n, classes) scores,
+    after the check of SoftmaxCrossEntropy.forward (the eager run raises on a
+    label out of range; the planned one must not read another row instead)."""
+    row_starts = np.arange(n, dtype=np.intp) * classes
+
+    def kernel(out, t):
+        if t.size != n or t.min() < 0 or t.max() >= classes:
+            raise ValueError(f"plan: SoftmaxCrossEntropy: labels t must hold {n} class "
+                             f"indices in [0, {classes}), got {t.size} from {t.min()} to "
+                             f"{t.max()}")
+        np.add(row_starts, t.reshape(-1), out=out)
+
+    return kernel
+
+
+def _sum(g, function, xs, shape, dtype):
+    """Sum.forward, ``x.sum(axis, keepdims)``, as one node; saved for backward:
+    the shape of the result with the summed axes kept (of size 1)."""
+    axis, keepdims = function.axis, function.keepdims  # (forward has normalised axis)
+    x_shape = g.buffers[xs[0]].shape
+    summed = range(len(x_shape)) if axis is None else [
+        a % len(x_shape) for a in (axis if isinstance(axis, tuple) else (axis,))]
+    kept = tuple(1 if i in summed else n for i, n in enumerate(x_shape))
+    return g.op("sum", lambda out, v: np.sum(v, axis=axis, keepdims=keepdims, out=out), xs,
+                shape, dtype), kept
+
+
+#: Functions lowered as nodes that need more than a kernel (the Function's settings,
+#: several nodes, a saved buffer): name -> lowering(graph, function, xs, shape, dtype)
+#: -> (y, saved).
+LOWERINGS = {"MeanSquaredError": _mean_squared_error,
+             "SoftmaxCrossEntropy": _softmax_cross_entropy, "Sum": _sum}
 
 
 def _kernel_of(function):
@@ -156,15 +241,15 @@ class _Tracer:
     def __init__(self, graph):
         self.graph, self.buffer_of, self.seen, self.calls = graph, {}, [], []
 
-    def buffer(self, x):
-        """The buffer of an input: a traced Variable's, or a new leaf bound to the
-        array (a parameter, a constant)."""
+    def buffer(self, x, inputs):
+        """The buffer of an input of a Function call: a traced Variable's, or a
+        new leaf bound to the array (a parameter, a constant)."""
         if isinstance(x, Variable):
             if id(x) not in self.buffer_of:
                 self.bind(x, self.graph.buffer(x.data.shape, x.data.dtype))
                 self.graph.leaves[self.buffer_of[id(x)]] = x.data
             return self.buffer_of[id(x)]
-        array = np.asarray(x)
+        array = _constant(x, inputs)
         b = self.graph.buffer(array.shape, array.dtype)
         self.graph.leaves[b] = array
         return b
@@ -180,38 +265,34 @@ class _Tracer:
             raise TypeError(f"plan: {type(function).__name__} has no kernel in "
                             f"dezero_mini.planning; it knows {known}")
         shape, dtype = output.data.shape, output.data.dtype
+        xs = [self.buffer(x, inputs) for x in inputs]
         if callable(found):  # several nodes
-            xs = [self.buffer(x) for x in inputs]
-            y, saved = found(self.graph, xs, shape, dtype)
+            y, saved = found(self.graph, function, xs, shape, dtype)
         else:
             kernel, inplace = found
-            scalars = [x for x in inputs if not isinstance(x, (Variable, np.ndarray))]
-            if scalars:  # a Python number: the kernel gets it as it is, with its weak dtype
-                kernel = _with_scalars(kernel, inputs)
-                inputs = [x for x in inputs if isinstance(x, (Variable, np.ndarray))]
-                inplace = tuple(range(len(inputs)))
-            xs = [self.buffer(x) for x in inputs]
             y, saved = self.graph.op(type(function).__name__.lower(), kernel, xs, shape, dtype,
                                      inplace), None
         self.bind(output, y)
         self.calls.append((type(function).__name__, xs, y, saved))
 
 
-def _with_scalars(kernel, inputs):
-    """``kernel`` with the Python numbers among ``inputs`` put back in their places."""
-    slots = [None if isinstance(x, (Variable, np.ndarray)) else x for x in inputs]
-
-    def with_numbers(out, *arrays):
-        given = iter(arrays)
-        return kernel(out, *[next(given) if s is None else s for s in slots])
-
-    return with_numbers
+def _constant(x, inputs):
+    """The array of a constant written into a formula (``y * 2.0``, ``x +
+    np.ones(3)``), as a Function call gives it to forward: an array as it is;
+    a Python number in the dtype that NumPy gives it next to the Variables
+    among ``inputs`` (it is "weak", NEP 50: ``float32 * 2.0`` is float32)."""
+    if isinstance(x, np.ndarray):
+        return x
+    if type(x) in (bool, int, float, complex):
+        dtypes = [v.data.dtype for v in inputs if isinstance(v, Variable)]
+        return np.array(x, dtype=np.result_type(*dtypes, type(x)(0)) if dtypes else None)
+    return np.asarray(x)
 
 
 def trace(fn, *feeds, wrt=()):
     """Run ``fn`` once on Variables of the arrays ``feeds`` (under
     ``no_grad()``) and return its static Graph: a node per Function call
-    (MeanSquaredError: four). Its outputs: ``fn``'s result, then, when
+    (MeanSquaredError: four, SoftmaxCrossEntropy: eleven). Its outputs: ``fn``'s result, then, when
     ``wrt`` names Variables (parameters), the gradient of the result with
     respect to each, traced as backward nodes (``GRADIENTS``)."""
     graph = Graph()
@@ -286,6 +367,47 @@ def _mean_squared_error_grads(g, xs, y, diff, gy):  # gy * diff * 2/n, and its n
     return [gx0, _node(g, "neg", lambda out, v: np.negative(v, out=out), [gx0], gx0, (0,))]
 
 
+def _add_grads(g, xs, y, saved, gy):  # Add.backward: gy, summed back to each input's shape
+    return [_sum_to(g, gy, x) for x in xs]
+
+
+def _sub_grads(g, xs, y, saved, gy):  # Sub.backward: gy and -gy, each summed back
+    minus = _node(g, "neg", lambda out, v: np.negative(v, out=out), [gy], gy, (0,))
+    return [_sum_to(g, gy, xs[0]), _sum_to(g, minus, xs[1])]
+
+
+def _mul_grads(g, xs, y, saved, gy):  # Mul.backward: gy * x1 and gy * x0, each summed back
+    x0, x1 = xs
+    return [_sum_to(g, _times(g, gy, x1), x0), _sum_to(g, _times(g, gy, x0), x1)]
+
+
+def _sum_grads(g, xs, y, kept, gy):  # Sum.backward: gy with the summed axes back, broadcast
+    return [_node(g, "sum_grad", lambda out, v: np.copyto(out, v.reshape(kept)), [gy], xs[0])]
+
+
+def _softmax_cross_entropy_grads(g, xs, y, index, gy):
+    """SoftmaxCrossEntropy.backward: (softmax(x) - one_hot(t)) * (gy * 1/n), the
+    softmax recomputed from x as Softmax.forward does; the labels get no gradient."""
+    x = xs[0]
+    (n, classes), scores = g.buffers[x].shape, g.buffers[x].dtype
+    row = (n, 1)
+    top = g.op("max", lambda out, v: np.max(v, axis=1, keepdims=True, out=out), [x], row, scores)
+    e = _node(g, "sub", _binary(np.subtract), [x, top], x, (0,))
+    e = _node(g, "exp", lambda out, v: np.exp(v, out=out), [e], x, (0,))
+    total = g.op("sum", _row_sum, [e], row, scores)
+    probabilities = _node(g, "divide", _binary(np.divide), [e, total], x, (0,))  # y /= sum
+
+    def one_hot(out, i):
+        out.fill(0)
+        out.reshape(-1)[i] = 1
+
+    labels = _node(g, "one_hot", one_hot, [index], x)
+    diff = _node(g, "sub", _binary(np.subtract), [probabilities, labels], x, (0, 1))
+    inverse = np.asarray(1.0 / n, dtype=scores)  # _const(utils.inverse_count(n), x)
+    scale = _node(g, "scale", lambda out, v: np.multiply(v, inverse, out=out), [gy], gy, (0,))
+    return [_node(g, "mul", _binary(np.multiply), [diff, scale], x, (0,))]
+
+
 def _relu_grads(g, xs, y, saved, gy):
     """ReLU.backward's gy * (x > 0), with the mask read from the output:
     y > 0 exactly where x > 0, so the input can die at the ReLU (in place)."""
@@ -303,7 +425,12 @@ GRADIENTS = {
     "Tanh": lambda g, xs, y, saved, gy: [_times(g, gy, _one_minus(g, _times(g, y, y)))],
     "Exp": lambda g, xs, y, saved, gy: [_times(g, gy, y)],
     "ReLU": _relu_grads,
+    "Add": _add_grads,
+    "Sub": _sub_grads,
+    "Mul": _mul_grads,
+    "Sum": _sum_grads,
     "MeanSquaredError": _mean_squared_error_grads,
+    "SoftmaxCrossEntropy": _softmax_cross_entropy_grads,
 }
 
 
@@ -324,6 +451,9 @@ def _backward_graph(graph, calls, result, targets):
     def send(x, gx):
         if x not in needed:
             return
+        if graph.buffers[gx].dtype != graph.buffers[x].dtype:  # eager casts it, sometimes
+            raise TypeError(f"plan: mixed dtypes are not planned: a gradient of "
+                            f"{graph.buffers[gx].dtype} for an array of {graph.buffers[x].dtype}")
         if x in grads:
             gx = _node(graph, "accumulate", _binary(np.add), [grads[x], gx], x, (0, 1))
         elif x in creator:
@@ -398,12 +528,12 @@ def plan_memory(graph, inplace=True, share=True, parallel=True):
     give lifetimes; a node writes over an input that dies at it (``inplace``)
     or takes the smallest free block that fits (``share``); with
     ``parallel``, blocks move only along one coloured path."""
-    readers = graph.readers()
-    count = [len(r) + (b in graph.outputs) for b, r in enumerate(readers)]
+    read_by = readers(graph)
+    count = [len(r) + (b in graph.outputs) for b, r in enumerate(read_by)]
     colour = colour_paths(graph) if parallel else [0] * len(graph.nodes)
 
     def freeable(b, n):
-        return not parallel or all(colour[r] == colour[n] for r in readers[b])
+        return not parallel or all(colour[r] == colour[n] for r in read_by[b])
 
     storage_of, sizes, free, inplace_nodes = [None] * len(graph.buffers), [], [], []
     for n, node in enumerate(graph.nodes):
@@ -512,7 +642,8 @@ def plan_training(model, loss_fn, x, t, **planner):
     """Trace, plan and allocate one training step (forward and backward) of
     ``loss_fn(model(x), t)``: a ``PlannedTraining``. The Functions of the
     model and the loss need a backward in ``GRADIENTS`` (Linear, MatMul,
-    Sigmoid, Tanh, Exp, ReLU, MeanSquaredError)."""
+    Add, Sub, Mul, Sum, Sigmoid, Tanh, Exp, ReLU, MeanSquaredError,
+    SoftmaxCrossEntropy)."""
     if not list(model.params()):
         with no_grad():
             model(x)  # a Linear layer makes its weights at the first call

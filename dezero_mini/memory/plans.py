@@ -24,7 +24,8 @@ import numpy as np
 
 from dezero_mini.memory.refgraph import format_bytes
 from dezero_mini.memory.stages import load_stage
-from dezero_mini.memory.workload import ResidualStack, Workload
+from dezero_mini.memory.workload import ResidualStack, Workload, grad_array
+from dezero_mini.planning import readers  # a function: a learner's Graph needs no method
 
 KIB = 1024
 
@@ -60,7 +61,7 @@ class Network:
         if training:
             result = self.fn(*[module.Variable(a) for a in self.feeds])
             result.backward()
-            return [result.data] + [p.grad for p in self.params]
+            return [result.data] + [grad_array(p.grad) for p in self.params]
         with module.no_grad():
             return [self.fn(*[module.Variable(a) for a in self.feeds]).data]
 
@@ -132,16 +133,6 @@ def _producers(graph):
     return {node.output: n for n, node in enumerate(graph.nodes)}
 
 
-def _readers(graph):
-    """For each buffer, the nodes that read it (computed here: a learner's
-    Graph needs only buffers, nodes, feeds, leaves and outputs)."""
-    readers = [[] for _ in graph.buffers]
-    for n, node in enumerate(graph.nodes):
-        for b in node.inputs:
-            readers[b].append(n)
-    return readers
-
-
 def _lifetimes(graph):
     """For each buffer that a node writes: (first step, end) with the buffer
     live from its node up to its last reader, and to the end of the run for
@@ -204,13 +195,13 @@ def unordered_sharing(plan):
     a plan that adds no order to the graph."""
     graph = plan.graph
     producer, before = _producers(graph), ancestors(graph)
-    readers = _readers(graph)
+    read_by = readers(graph)
     pairs = []
     for buffers in _buffers_by_block(plan).values():
         buffers.sort(key=lambda b: producer[b])
         for earlier, later in zip(buffers, buffers[1:]):
             w = producer[later]
-            for u in [producer[earlier], *readers[earlier]]:
+            for u in [producer[earlier], *read_by[earlier]]:
                 if u != w and not before[w] >> u & 1:
                     pairs.append((u, w))
     return sorted(set(pairs))
@@ -220,13 +211,13 @@ def written_over(plan):
     """Pairs (w, r): node w writes a block whose previous buffer node r still
     reads at or after w's step (in-place at r == w is allowed)."""
     graph = plan.graph
-    producer, readers = _producers(graph), _readers(graph)
+    producer, read_by = _producers(graph), readers(graph)
     found = []
     for buffers in _buffers_by_block(plan).values():
         buffers.sort(key=lambda b: producer[b])
         for earlier, later in zip(buffers, buffers[1:]):
             w = producer[later]
-            found += [(w, r) for r in readers[earlier] if r > w]
+            found += [(w, r) for r in read_by[earlier] if r > w]
     return sorted(set(found))
 
 

@@ -11,7 +11,7 @@ EXPLORATION = Exploration(
         "step": Choice("step", ("training", "inference"), "training"),
         "batch_size": Choice("batch size", (32, 64, 128, 256, 512), 256),
     },
-    fixed={"stage": 9},  # trace and plan_memory exist on stage 09 only
+    fixed={"stage": 9},  # the lesson's planner (stage 10 has none; dezero_mini's follows it)
     plot=plot_explored_plan,
     graph=None,  # the small computation's plan is drawn below the timelines, as blocks
 )
