@@ -307,7 +307,7 @@ class Variable:
                     gys = [None if g is None else Variable(as_array(g)) for g in gys]
                 lifted = _lift_saved(f) if create_graph and f._lift else None
                 gxs = _backward_checked(f, gys) if check_saved else f.backward(*gys)
-                if not isinstance(gxs, tuple):
+                if gxs.__class__ is not tuple:
                     gxs = (gxs,)
                 # zip: a backward may return fewer gradients than inputs (a
                 # loss returns none for its labels), as in DeZero.
@@ -345,7 +345,8 @@ class Variable:
                     f.release()  # its backward has run: what it saved for it can go
                 elif lifted:
                     _restore_saved(f, lifted)
-                outputs_read.pop(f, None)
+                if outputs_read:
+                    outputs_read.pop(f, None)
                 gys = gxs = lifted = None  # would keep the last arrays alive while the next Function runs
             # The leaves add their gradients to those they may already have, as
             # in DeZero and PyTorch.

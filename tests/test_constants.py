@@ -166,3 +166,38 @@ def test_an_input_that_is_not_a_number_or_an_array_is_an_error_that_names_the_fu
     with pytest.raises(TypeError, match=r"^Mul: an input must be a Variable, a numpy array or a "
                                         r"number, got list"):
         x * [1.0, 2.0]
+
+
+@pytest.mark.parametrize("layer", ["matmul", "linear"])
+@pytest.mark.parametrize("x_shape, W_shape", [((4, 3), (3, 2)), ((3,), (3, 2)), ((2, 4, 3), (3, 2)),
+                                              ((4, 3), (3,))])
+@pytest.mark.parametrize("constant", ["x", "W"])
+def test_a_layer_with_a_constant_operand_keeps_and_computes_only_the_gradient_needed(
+        layer, x_shape, W_shape, constant):
+    """A batch of data (a constant x) needs no gradient: x @ W then keeps no W
+    for it and skips the product gy @ W.T; a frozen weight (a constant W)
+    keeps no x. The other gradient is the same, bit for bit, as when both
+    operands are Variables."""
+    if layer == "linear" and len(W_shape) == 1:
+        pytest.skip("a Linear layer's weight is a matrix")
+    rng = np.random.RandomState(0)
+    x0, W0 = rng.rand(*x_shape), rng.rand(*W_shape)
+    b0 = rng.rand(W_shape[-1]) if layer == "linear" else None
+
+    def run(x, W):
+        b = None if b0 is None else dz.Variable(b0)
+        y = F.matmul(x, W) if layer == "matmul" else F.linear(x, W, b)
+        F.sum(y * y).backward(retain_graph=True)
+        return y.creator, b
+
+    both = [dz.Variable(x0), dz.Variable(W0)]
+    run(*both)
+    operands = [x0, dz.Variable(W0)] if constant == "x" else [dz.Variable(x0), W0]
+    f, b = run(*operands)
+    kept_for_the_constant = f.W if constant == "x" else f.x
+    assert kept_for_the_constant is None
+    variable = operands[1] if constant == "x" else operands[0]
+    reference = both[1] if constant == "x" else both[0]
+    np.testing.assert_array_equal(variable.grad.data, reference.grad.data)
+    if b is not None:
+        assert b.grad is not None
