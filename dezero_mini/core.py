@@ -13,10 +13,12 @@ This is the framework of stage 08 of the course, cleaned up:
   them, and each Function keeps only what its backward reads, named in
   ``saves`` (its ``__slots__``); ``Config.check_saved`` checks it (stage 08);
 * a number or an array written into a formula (``y * 2 + 1``) is a
-  constant: backward neither computes nor keeps a gradient for it
-  (``Variable.requires_grad`` is False), since nobody could ever read it,
-  and a Function keeps nothing for a gradient that is not needed
-  (``y * 2.0`` keeps the number, not y's array).
+  constant: it reaches forward as an array, with no Variable around it and
+  no edge in the graph, so backward neither computes nor keeps a gradient
+  for it (nobody could ever read it), and a Function keeps nothing for a
+  gradient that is not needed (``y * 2.0`` keeps the number, not y's
+  array). ``Variable.requires_grad = False`` makes a Variable of the user's
+  a constant in the same way.
 
 The gradients that backward leaves in ``grad`` are Variables, as in DeZero.
 While it runs, they are plain numpy arrays, and each Function's gradient
@@ -117,10 +119,10 @@ class Variable:
         self.made_without_graph = False
         # Whether backward gives this Variable a gradient (and passes one on to
         # what it was computed from). True for every Variable you make, as in
-        # DeZero; False for the constants that a Function call makes from a
-        # number or an array (``y * 2``, ``x + np.ones(3)``): nobody holds a
-        # name for them, so their gradient could never be read. Set it to
-        # False yourself, as in PyTorch, for an input that needs no gradient.
+        # DeZero. Set it to False yourself, as in PyTorch, for an input that
+        # needs no gradient: it becomes a constant, like a number or an array
+        # written into a formula (``y * 2``, ``x + np.ones(3)``), whose
+        # gradient nobody could ever read.
         self.requires_grad = True
 
     @property
@@ -305,7 +307,7 @@ class Variable:
                     gys = [None if g is None else Variable(as_array(g)) for g in gys]
                 lifted = _lift_saved(f) if create_graph and f._lift else None
                 gxs = _backward_checked(f, gys) if check_saved else f.backward(*gys)
-                if not isinstance(gxs, tuple):
+                if gxs.__class__ is not tuple:
                     gxs = (gxs,)
                 # zip: a backward may return fewer gradients than inputs (a
                 # loss returns none for its labels), as in DeZero.
@@ -343,7 +345,8 @@ class Variable:
                     f.release()  # its backward has run: what it saved for it can go
                 elif lifted:
                     _restore_saved(f, lifted)
-                outputs_read.pop(f, None)
+                if outputs_read:
+                    outputs_read.pop(f, None)
                 gys = gxs = lifted = None  # would keep the last arrays alive while the next Function runs
             # The leaves add their gradients to those they may already have, as
             # in DeZero and PyTorch.
@@ -392,6 +395,8 @@ class Parameter(Variable):
 
 def as_array(x, array_module=np):
     """Turn a Python or NumPy scalar into a 0-d array; leave arrays alone."""
+    if isinstance(x, np.ndarray):  # the common case, tested first: np.isscalar is slow on arrays
+        return x
     return array_module.array(x) if np.isscalar(x) else x
 
 
@@ -407,9 +412,9 @@ def as_variable(obj):
 _PYTHON_NUMBERS = (bool, int, float, complex)
 
 
-def _as_input(x, inputs):
-    """``x``, an input of a Function call that is not a Variable, as a
-    constant: a Variable that needs no gradient (``requires_grad`` False).
+def _constant_array(func, x, inputs):
+    """``x``, an input of a call of ``func`` that is neither a Variable nor
+    the check mode's stand-in for one, as the array of a constant.
 
     The one rule for a Python number that meets Variables (the other
     ``inputs``): it takes the dtype that NumPy gives the same expression on
@@ -419,13 +424,24 @@ def _as_input(x, inputs):
     float32 result (and its gradients) into float64. NumPy scalars
     (``np.float64(2)``) and arrays keep their own dtype, as in NumPy.
     """
-    if isinstance(x, _WatchedInput):  # the check mode's stand-in for an input Variable
-        return x._read()
+    if isinstance(x, np.ndarray):
+        return x
     if type(x) in _PYTHON_NUMBERS:
-        dtypes = [v.data.dtype for v in inputs if isinstance(v, Variable)]
-        constant = Variable(np.array(x, dtype=_weak_result_type(type(x), *dtypes) if dtypes else None))
-    else:
-        constant = Variable(as_array(x))
+        dtypes = ()  # (a loop: a list comprehension costs a quarter of a small op here)
+        for v in inputs:
+            if isinstance(v, Variable):
+                dtypes += (v.data.dtype,)
+        return np.array(x, dtype=_weak_result_type(type(x), *dtypes) if dtypes else None)
+    if np.isscalar(x):
+        return np.array(x)
+    raise TypeError(f"{type(func).__name__}: an input must be a Variable, a numpy array or a "
+                    f"number, got {type(x).__name__}")
+
+
+def _constant_variable(array):
+    """A constant as a Variable (for a Function that keeps its inputs
+    DeZero's way): one that needs no gradient."""
+    constant = Variable(array)
     constant.requires_grad = False
     return constant
 
@@ -591,7 +607,20 @@ class Function:
         xs, edges, generation = [], [], 0
         for x in inputs:
             if not isinstance(x, Variable):
-                x = _as_input(x, inputs)  # a number or an array: a constant
+                if isinstance(x, _WatchedInput):  # the check mode's stand-in for a Variable
+                    x = x._read()
+                else:
+                    # A number or an array: a constant. Nothing will read a
+                    # gradient for it, so it needs no edge, and no Variable
+                    # either (making one was a fifth of such an op's time),
+                    # unless the Function keeps its inputs DeZero's way.
+                    array = _constant_array(self, x, inputs)
+                    xs.append(array)
+                    if build:
+                        edges.append(None)
+                        if keep_inputs:
+                            variables.append(_constant_variable(array))
+                    continue
             xs.append(x.data)
             if not build:
                 continue
@@ -709,8 +738,7 @@ def _lift_saved(f):
         else:
             edge = f.next_functions[index]
             if edge is None:  # a constant
-                variable = Variable(array)
-                variable.requires_grad = False
+                variable = _constant_variable(array)
             elif edge[1] is None:  # a leaf (or a Variable made DeZero's way)
                 variable = edge[0]
             else:

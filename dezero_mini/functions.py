@@ -31,6 +31,7 @@ from dezero_mini.core import (  # noqa: F401 (re-exported)
     Pow,
     Power,
     Variable,
+    _BOTH,
     _sum_to,
     add,
     as_array,
@@ -638,24 +639,36 @@ def _matrix_transpose(x):
     return x.transpose(*range(x.ndim - 2), x.ndim - 1, x.ndim - 2)
 
 
-def _matmul_backward(gy, x, W):
+def _matmul_backward(gy, x, W, x_shape, W_shape):
     """The gradients of ``x @ W`` with NumPy's rules (arrays or Variables): a
     1-D ``x`` is a row and a 1-D ``W`` a column, whose added axis the product
     drops; leading (batch) axes broadcast, and their gradients are summed
-    back to each operand's shape."""
-    x_shape, W_shape = x.shape, W.shape
+    back to each operand's shape.
+
+    Each gradient reads the other operand: ``x`` is None when W needs no
+    gradient (so x was not kept), ``W`` None when x needs none, and that
+    gradient is None. A layer fed a batch of data (a constant) thus skips the
+    product that x's gradient would cost: a third of the layer's backward."""
+    x_matrix, W_matrix = x_shape, W_shape  # the operands' shapes as matrices
     if len(W_shape) == 1:
-        W = W.reshape(W_shape[0], 1)
+        W_matrix = W_shape + (1,)
         gy = gy.reshape(gy.shape + (1,))
     if len(x_shape) == 1:
-        x = x.reshape(1, x_shape[0])
+        x_matrix = (1,) + x_shape
         gy = gy.reshape(gy.shape[:-1] + (1,) + gy.shape[-1:])
-    gx = _sum_to(gy @ _matrix_transpose(W), x.shape)
-    gW = _sum_to(_matrix_transpose(x) @ gy, W.shape)
-    if gx.shape != x_shape:
-        gx = gx.reshape(x_shape)
-    if gW.shape != W_shape:
-        gW = gW.reshape(W_shape)
+    gx = gW = None
+    if W is not None:
+        if W_matrix != W_shape:
+            W = W.reshape(W_matrix)
+        gx = _sum_to(gy @ _matrix_transpose(W), x_matrix)
+        if gx.shape != x_shape:
+            gx = gx.reshape(x_shape)
+    if x is not None:
+        if x_matrix != x_shape:
+            x = x.reshape(x_matrix)
+        gW = _sum_to(_matrix_transpose(x) @ gy, W_matrix)
+        if gW.shape != W_shape:
+            gW = gW.reshape(W_shape)
     return gx, gW
 
 
@@ -663,28 +676,40 @@ class MatMul(Function):
     """``x @ W`` with NumPy's (and PyTorch's) rules: 1-D operands, and
     stacks of matrices whose batch axes broadcast."""
 
-    __slots__ = saves = ("x", "W")  # each one's gradient needs the other
+    # Each operand's gradient reads the other one: an operand is kept only
+    # when its partner needs a gradient (see Mul).
+    __slots__ = saves = ("x", "W", "x_shape", "W_shape")
     saved_from = {"x": "inputs[0]", "W": "inputs[1]"}
 
     def forward(self, x, W):
-        self.x, self.W = x, W
+        _keep_operands(self, x, W)
         return x @ W
 
     def backward(self, gy):
-        return _matmul_backward(gy, self.x, self.W)
+        return _matmul_backward(gy, self.x, self.W, self.x_shape, self.W_shape)
+
+
+def _keep_operands(f, x, W):
+    """What the gradients of ``x @ W`` that are needed read (MatMul, Linear)."""
+    to_x, to_W = (getattr(f, "next_functions", None) or _BOTH)[:2]
+    f.x_shape, f.W_shape = x.shape, W.shape
+    f.x = x if to_W is not None else None
+    f.W = W if to_x is not None else None
 
 
 class Linear(Function):
     """``x @ W + b`` as one Function: the product ``x @ W`` is never a node of
     the graph, so it is freed as soon as the bias has been added."""
 
-    __slots__ = ("x", "W", "b_shape")
-    saves = ("x", "W", "b_shape")
+    __slots__ = saves = ("x", "W", "x_shape", "W_shape", "b_shape")  # (see MatMul)
     saved_from = {"x": "inputs[0]", "W": "inputs[1]"}
 
     def forward(self, x, W, b=None):
-        self.x, self.W = x, W  # each one's gradient needs the other
-        self.b_shape = None if b is None else b.shape  # the bias: only its shape, for its gradient
+        _keep_operands(self, x, W)
+        # The bias: only its shape, for its gradient, if it needs one.
+        edges = getattr(self, "next_functions", None)
+        needs_b = b is not None and (edges is None or edges[2] is not None)
+        self.b_shape = b.shape if needs_b else None
         y = x @ W
         if b is not None:
             if np.broadcast_shapes(y.shape, b.shape) == y.shape and np.can_cast(
@@ -696,8 +721,8 @@ class Linear(Function):
         return y
 
     def backward(self, gy):
-        gx, gW = _matmul_backward(gy, self.x, self.W)
-        if self.b_shape is None:
+        gx, gW = _matmul_backward(gy, self.x, self.W, self.x_shape, self.W_shape)
+        if self.b_shape is None:  # no bias, or one that needs no gradient
             return gx, gW
         return gx, gW, _sum_to(gy, self.b_shape)
 

@@ -21,12 +21,14 @@ from dezero_mini.memory import (
     count_live_objects,
     disable_output_cache,
     grad_array,
+    graph_gradients,
     load_stage,
     measure_inference,
     plot_timeline,
     plot_training,
     record_step_timeline,
     record_training,
+    traced_left_by,
 )
 
 FEW = 4  # batches: enough for every per-batch property, cheap
@@ -337,6 +339,73 @@ def test_timeline_passes_retain_grad_only_when_given():
     record_step_timeline(module)
     with pytest.raises(TypeError):
         record_step_timeline(module, retain_grad=True)
+
+
+# --- graph_gradients, traced_left_by ---------------------------------------------------------
+LINES = 50  # of y = y * 1.0001 + 0.0: two constants each
+
+
+def _constant_formula(module):
+    x = module.Variable(np.ones(10), name="x")
+    y = x
+    for _ in range(LINES):
+        y = y * 1.0001 + 0.0
+    return x, y
+
+
+@pytest.mark.parametrize("name", ["step02_cycles", "step04_retain_grad"])  # strong, weak outputs
+def test_graph_gradients_finds_a_gradient_for_every_constant_up_to_stage_07(name):
+    x, y = _constant_formula(load(name))
+    y.backward()
+    found = graph_gradients(y, held=[x])
+    assert found.functions == 2 * LINES
+    assert found.variables == 1 + 2 * LINES + 2 * LINES  # x, the constants, the results
+    # Before retain_grad (stage 04), the results keep theirs too: 10 float64 numbers each,
+    # y's included (y is the root, which the caller holds).
+    results_keep = name < "step04_retain_grad"
+    results = 2 * LINES - 1 if results_keep else 0
+    assert found.unheld_gradients == 2 * LINES + results
+    assert found.unheld_bytes == 2 * LINES * 8 + results * 80  # a float64 per constant
+    assert found.gradient_bytes == found.unheld_bytes + 80 + 80 * results_keep  # + x's (+ y's)
+    assert found.no_edge == 0
+    # Without held, x's gradient is one that nobody reads too.
+    assert graph_gradients(y).unheld_gradients == found.unheld_gradients + 1
+
+
+def test_graph_gradients_counts_the_missing_edges_of_dezero_mini():
+    import dezero_mini
+
+    x, y = _constant_formula(dezero_mini)
+    y.backward(retain_graph=True)
+    found = graph_gradients(y, held=[x])
+    assert (found.functions, found.variables, found.gradients) == (2 * LINES, 2, 1)
+    assert (found.unheld_gradients, found.no_edge) == (0, 2 * LINES)
+    assert found.gradient_bytes == 80
+    # A Variable of the user's that needs no gradient has no edge either.
+    w = dezero_mini.Variable(np.ones(10))
+    w.requires_grad = False
+    z = x * w
+    z.backward(retain_graph=True)
+    assert graph_gradients(z, held=[x, w]).no_edge == 1
+
+
+def test_graph_gradients_keeps_no_reference_to_the_graph():
+    module = load("step04_retain_grad")
+    before = count_live_objects(module)
+    x, y = _constant_formula(module)
+    y.backward()
+    found = graph_gradients(y, held=[x])  # noqa: F841  (kept on purpose)
+    del y
+    assert count_live_objects(module) == {"variables": before["variables"] + 1,  # x
+                                          "functions": before["functions"],
+                                          "total": before["total"] + 1}
+
+
+def test_traced_left_by_counts_what_the_call_keeps_not_what_it_frees():
+    kept = []
+    assert traced_left_by(lambda: kept.append(np.ones(2**17))) >= 2**20  # 1 MiB kept
+    assert abs(traced_left_by(lambda: np.ones(2**17).sum())) < 2**12  # made and freed
+    assert not tracemalloc.is_tracing()  # stopped, as it was before
 
 
 # --- measure_inference ------------------------------------------------------------------------

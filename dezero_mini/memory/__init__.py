@@ -33,6 +33,10 @@ itself) is measured the same way, on the same training run:
 * ``time_runs([(fn, "on"), (fn, "off"), (fn, "frozen")])``: the time of
   a call with the cyclic collector on, off, and on after ``gc.freeze()``,
   and the share of it that the collections took.
+* ``graph_gradients(y, held=[x])``: the gradients that the graph behind
+  ``y`` holds, and those of Variables that nobody holds a name for (the
+  constants of a formula, up to stage 07); ``traced_left_by(call)``: the
+  traced bytes that a call leaves allocated.
 * ``disable_output_cache()``: stop IPython's ``Out``/``_`` from keeping
   cell results alive.
 * ``find_leaks()``: around some iterations of the learner's own loop (or
@@ -50,8 +54,9 @@ from dezero_mini.memory.leaks import LeakFinder, LeakReport, find_leaks
 from dezero_mini.memory.notebook import disable_output_cache
 from dezero_mini.memory.plotting import plot_timeline, plot_training
 from dezero_mini.memory.gctime import COLLECTOR_MODES, CollectorTiming, time_runs
+from dezero_mini.memory.gradients import GraphGradients, graph_gradients
 from dezero_mini.memory.inference import measure_inference
-from dezero_mini.memory.probes import trim_heap
+from dezero_mini.memory.probes import traced_left_by, trim_heap
 from dezero_mini.memory.recorder import SIGNALS, TrainingRecord, record_training
 from dezero_mini.memory.refgraph import GraphvizNotFound, ReferenceGraph, reference_graph, watch
 from dezero_mini.memory.stages import STAGES, load_stage, stage_label
@@ -65,6 +70,7 @@ __all__ = [
     "Footprint",
     "dict_twin",
     "object_footprint",
+    "GraphGradients",
     "GraphvizNotFound",
     "LeakFinder",
     "LeakReport",
@@ -81,6 +87,7 @@ __all__ = [
     "find_leaks",
     "framework_classes",
     "grad_array",
+    "graph_gradients",
     "load_stage",
     "measure_inference",
     "plot_timeline",
@@ -92,6 +99,7 @@ __all__ = [
     "stage_label",
     "step_peak",
     "time_runs",
+    "traced_left_by",
     "trim_heap",
     "watch",
 ]

@@ -138,6 +138,16 @@ def trim_heap():
     return True
 
 
+def traced_left_by(call):
+    """The bytes that ``call()`` allocated and had not freed when it returned,
+    by tracemalloc, with the cyclic collector off: what the call leaves
+    behind, such as the gradients that a backward pass stores."""
+    with collector(False), tracing():
+        before = tracemalloc.get_traced_memory()[0]
+        call()
+        return tracemalloc.get_traced_memory()[0] - before
+
+
 def kwargs_text(kwargs):
     """``retain_grad=True, ...``: settings as they read in a label."""
     return ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
