@@ -590,6 +590,7 @@ class Function:
     reads_sometimes = ()  # saved values (or "inputs[i]") that backward reads on some paths only
     inputs = None  # set on a Function written DeZero's way
     array_backward = False  # DeZero's contract: backward gets Variables
+    takes_numbers = False  # True: forward gets a Python number as it is, not as a 0-d array
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -622,13 +623,21 @@ class Function:
                     # A number or an array: a constant. Nothing will read a
                     # gradient for it, so it needs no edge, and no Variable
                     # either (making one was a fifth of such an op's time),
-                    # unless the Function keeps its inputs DeZero's way.
-                    array = _constant_array(self, x, inputs)
-                    xs.append(array)
+                    # unless the Function keeps its inputs DeZero's way. While
+                    # the graph is built (so that forward knows the number
+                    # needs no gradient, and reads nothing of it but its
+                    # value), the arithmetic Functions take a Python number
+                    # as it is: NumPy gives it its weak dtype (NEP 50)
+                    # itself, for less than making a 0-d array costs.
+                    if build and self.takes_numbers and type(x) in _PYTHON_NUMBERS:
+                        xs.append(x)
+                    else:
+                        x = _constant_array(self, x, inputs)
+                        xs.append(x)
+                        if keep_inputs and build:
+                            variables.append(_constant_variable(x))
                     if build:
                         edges.append(None)
-                        if keep_inputs:
-                            variables.append(_constant_variable(array))
                     continue
             xs.append(x.data)
             if not build:
@@ -653,7 +662,7 @@ class Function:
         try:
             ys = self.forward(*xs)
         except _NAMED_ERRORS as e:
-            shapes = ", ".join(str(x.shape) for x in xs)
+            shapes = ", ".join(str(np.shape(x)) for x in xs)
             _raise_named(e, type(self).__name__, f"{type(self).__name__}: inputs of shapes {shapes}")
         # ``type(y) is np.ndarray`` is the fast test; numpy scalars (what
         # ufuncs return for 0-d arrays) and anything else go through
@@ -750,8 +759,8 @@ def _lift_saved(f):
     lifted = {}
     for name, is_output, index in f._lift:
         array = getattr(f, name, None)
-        if array is None or isinstance(array, Variable):
-            continue
+        if not isinstance(array, np.ndarray):
+            continue  # nothing saved, a Variable already, or a Python number (see takes_numbers)
         lifted[name] = array
         if is_output:
             variable = _variable_of(f, index, array)
@@ -912,6 +921,7 @@ _BOTH = (True, True)
 
 class Add(Function):
     __slots__ = saves = ("x0_shape", "x1_shape")  # shapes, not arrays: to undo broadcasting
+    takes_numbers = True
 
     def forward(self, x0, x1):
         to_x0, to_x1 = getattr(self, "next_functions", None) or _BOTH
@@ -932,6 +942,7 @@ class Add(Function):
 class Mul(Function):
     __slots__ = saves = ("x0", "x1", "x0_shape", "x1_shape")
     saved_from = {"x0": "inputs[0]", "x1": "inputs[1]"}
+    takes_numbers = True
 
     def forward(self, x0, x1):
         to_x0, to_x1 = getattr(self, "next_functions", None) or _BOTH
@@ -959,6 +970,7 @@ class Neg(Function):
 
 class Sub(Function):
     __slots__ = saves = ("x0_shape", "x1_shape")
+    takes_numbers = True
 
     def forward(self, x0, x1):
         to_x0, to_x1 = getattr(self, "next_functions", None) or _BOTH
@@ -977,6 +989,7 @@ class Sub(Function):
 class Div(Function):
     __slots__ = saves = ("x0", "x1", "x0_shape", "x1_shape")
     saved_from = {"x0": "inputs[0]", "x1": "inputs[1]"}
+    takes_numbers = True
 
     def forward(self, x0, x1):
         to_x0, to_x1 = getattr(self, "next_functions", None) or _BOTH

@@ -201,3 +201,32 @@ def test_a_layer_with_a_constant_operand_keeps_and_computes_only_the_gradient_ne
     np.testing.assert_array_equal(variable.grad.data, reference.grad.data)
     if b is not None:
         assert b.grad is not None
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("number", [2, 0.5, -0.0])
+@pytest.mark.parametrize("op", ["add", "sub", "rsub", "mul", "div", "rdiv"])
+@pytest.mark.parametrize("build", [True, False])
+def test_a_python_number_takes_the_dtype_numpy_gives_it_and_its_value(dtype, number, op, build):
+    """A Python number is "weak" (NEP 50): ``float32 * 0.5`` is float32, as
+    in NumPy, with or without a graph (the arithmetic Functions then get the
+    number itself, otherwise a 0-d array of that dtype); the values are
+    NumPy's to the bit, the sign of ``-0.0`` included, and so is the
+    gradient's dtype."""
+    data = np.array([1.0, -2.0, 3.0]).astype(dtype)
+    fn = {"add": (dz.core.add, np.add, False), "sub": (dz.core.sub, np.subtract, False),
+          "rsub": (dz.core.rsub, np.subtract, True), "mul": (dz.core.mul, np.multiply, False),
+          "div": (dz.core.div, np.divide, False), "rdiv": (dz.core.rdiv, np.divide, True)}
+    ours, numpys, reflected = fn[op]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        expected = numpys(number, data) if reflected else numpys(data, number)
+        x = dz.Variable(data)
+        with dz.using_config("enable_backprop", build):
+            y = ours(x, number)
+    assert y.dtype == expected.dtype
+    np.testing.assert_array_equal(y.data, expected)
+    assert np.array_equal(np.signbit(y.data), np.signbit(expected))
+    if build and np.issubdtype(dtype, np.floating):
+        with np.errstate(divide="ignore", invalid="ignore"):
+            F.sum(y).backward()
+        assert x.grad.dtype == dtype
