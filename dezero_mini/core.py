@@ -759,7 +759,7 @@ def _lift_saved(f):
     lifted = {}
     for name, is_output, index in f._lift:
         array = getattr(f, name, None)
-        if not isinstance(array, np.ndarray):
+        if array is None or isinstance(array, Variable) or type(array) in _PYTHON_NUMBERS:
             continue  # nothing saved, a Variable already, or a Python number (see takes_numbers)
         lifted[name] = array
         if is_output:
