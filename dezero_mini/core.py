@@ -431,7 +431,9 @@ def _constant_array(func, x, inputs):
     float32, ``int64 * 2.5`` is float64. Made into an array on its own,
     ``2.0`` would be a float64 array, which is "strong" and would turn every
     float32 result (and its gradients) into float64. NumPy scalars
-    (``np.float64(2)``) and arrays keep their own dtype, as in NumPy.
+    (``np.float64(2)``) and arrays keep their own dtype, as in NumPy. (The
+    arithmetic Functions, ``takes_numbers``, get the number itself while the
+    graph is built, and NumPy applies the same rule.)
     """
     if isinstance(x, np.ndarray):
         return x
@@ -759,7 +761,7 @@ def _lift_saved(f):
     lifted = {}
     for name, is_output, index in f._lift:
         array = getattr(f, name, None)
-        if not isinstance(array, np.ndarray):
+        if array is None or isinstance(array, Variable) or type(array) in _PYTHON_NUMBERS:
             continue  # nothing saved, a Variable already, or a Python number (see takes_numbers)
         lifted[name] = array
         if is_output:
