@@ -16,7 +16,7 @@ core does inside.
 import numpy as np
 
 from dezero_mini import functions
-from dezero_mini.core import Function, Variable, no_grad, using_config
+from dezero_mini.core import Config, Function, Variable, no_grad, using_config
 
 
 class Checkpoint(Function):
@@ -32,6 +32,14 @@ class Checkpoint(Function):
         return arrays if isinstance(ys, (tuple, list)) else arrays[0]
 
     def backward(self, *gys):
+        if Config.enable_backprop:  # the pass builds a graph: backward(create_graph=True)
+            # The copy that backward recomputes starts from new leaves, so a
+            # graph of these gradients would not reach the inputs, and a
+            # second derivative would silently miss terms: refuse instead.
+            raise RuntimeError(
+                "Checkpoint.backward: backward(create_graph=True) cannot go through a "
+                "checkpoint (it gives first-order gradients only); call the function without "
+                "checkpoint() where you need higher-order derivatives")
         inputs = [Variable(x.data) for x in self.inputs]  # the kept inputs, outside any graph
         with using_config("enable_backprop", True):  # this time backward needs the graph
             ys = _outputs(self.function(*inputs))
@@ -77,7 +85,8 @@ def checkpoint(function, *inputs):
 
     Returns what ``function`` returns, as part of the graph: backward gives
     the same gradients as without checkpointing (the same operations run on
-    the same arrays), first-order only (not ``create_graph=True``).
+    the same arrays), first-order only: ``backward(create_graph=True)``
+    through it raises RuntimeError.
     """
     if not callable(function):
         raise TypeError(f"checkpoint: the first argument must be a callable, "

@@ -203,6 +203,21 @@ def test_a_function_that_returns_no_variable_is_a_clear_error(name):
         m.checkpoint(lambda h: float(h.data.sum()), m.Variable(np.ones(2)))
 
 
+def test_create_graph_through_a_checkpoint_is_a_clear_error_and_loses_nothing():
+    """The copy that backward recomputes starts from new leaves, so a graph
+    of its gradients would not reach x: a second derivative would silently
+    miss terms. Refused instead, before anything is changed: a first-order
+    backward of the same (kept) graph still gives 3x^2."""
+    x = dezero_mini.Variable(np.array([0.5, 1.0]))
+    y = F.sum(dezero_mini.checkpoint(lambda h: h ** 3, x))
+    with pytest.raises(RuntimeError, match=r"^Checkpoint\.backward: backward\(create_graph=True\) "
+                                           r"cannot go through a checkpoint"):
+        y.backward(create_graph=True)
+    assert x.grad is None
+    y.backward()
+    np.testing.assert_allclose(x.grad.data, 3 * x.data ** 2)
+
+
 def test_checkpoint_of_something_not_callable_is_a_clear_error():
     with pytest.raises(TypeError, match="checkpoint: the first argument must be a callable, got int"):
         dezero_mini.checkpoint(3, dezero_mini.Variable(np.ones(2)))
