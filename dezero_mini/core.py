@@ -624,7 +624,7 @@ class Function:
                 else:
                     # A number or an array: a constant. Nothing will read a
                     # gradient for it, so it needs no edge, and no Variable
-                    # either (making one was a fifth of such an op's time),
+                    # either (making one cost about 8 % of such an op's time),
                     # unless the Function keeps its inputs DeZero's way. While
                     # the graph is built (so that forward knows the number
                     # needs no gradient, and reads nothing of it but its
@@ -636,7 +636,7 @@ class Function:
                     else:
                         x = _constant_array(self, x, inputs)
                         xs.append(x)
-                        if keep_inputs and build:
+                        if keep_inputs:
                             variables.append(_constant_variable(x))
                     if build:
                         edges.append(None)
