@@ -3,13 +3,13 @@
 A gradient is worth its bytes only if someone reads it, and one reads a
 gradient through a name: ``x.grad``, a model's parameters. A number or an
 array written into a formula (``y * 1.0001``) is an input of its Function
-too; up to stage 07 the Function makes it a Variable, a leaf, and backward
-gives it a gradient that it keeps while the graph lives, though the user
-holds no name for it. ``graph_gradients(y, held=[x])`` walks the graph
-behind ``y`` and counts the gradients, those of the Variables in ``held``
-and the others, with their bytes; and, from stage 08 on (``dezero_mini``),
-the inputs that have no edge at all: None in ``next_functions``, a constant
-for which the graph holds nothing.
+too; in the course's step files the Function makes it a Variable, a leaf,
+and backward gives it a gradient that it keeps while the graph lives,
+though the user holds no name for it. ``graph_gradients(y, held=[x])`` walks
+the graph behind ``y`` and counts the gradients, those of the Variables in
+``held`` and the others, with their bytes; and, in ``dezero_mini``, the
+inputs that have no edge at all: None in ``next_functions``, a constant for
+which the graph holds nothing.
 
 It works on every stage: the graph is walked through each Function's
 ``inputs`` (the Variables it keeps) and, where there are some, its
