@@ -443,10 +443,11 @@ def _constant_array(func, x, inputs):
             if isinstance(v, Variable):
                 dtypes += (v.data.dtype,)
         return np.array(x, dtype=_weak_result_type(type(x), *dtypes) if dtypes else None)
-    if np.isscalar(x):
-        return np.array(x)
-    raise TypeError(f"{type(func).__name__}: an input must be a Variable, a numpy array or a "
-                    f"number, got {type(x).__name__}")
+    array = as_array(x)  # a NumPy scalar
+    if not isinstance(array, np.ndarray):
+        raise TypeError(f"{type(func).__name__}: an input must be a Variable, a numpy array or a "
+                        f"number, got {type(x).__name__}")
+    return array
 
 
 def _constant_variable(array):
