@@ -141,6 +141,9 @@ class IDXError(DataFileError):
 # file that claims or holds more is refused before it is read (a damaged
 # header, or a "gzip bomb": a few MB on disk that expand to many GB).
 MAX_DATA_BYTES = 1 << 30
+# A CSV file of digits is read whole before it is parsed, so its bound is lower:
+# 256 MiB holds the whole of MNIST, 70,000 digits, written as text.
+MAX_CSV_BYTES = 1 << 28
 
 
 def _open_data_file(path):
@@ -404,8 +407,11 @@ class MNIST(DigitImages):
     def prepare(self):
         image_file, label_file = self.files[self.train]
         image_path, label_path = self._fetch(image_file), self._fetch(label_file)
-        images = read_idx(image_path, IMAGES_MAGIC)
-        labels = read_idx(label_path, LABELS_MAGIC)
+        try:
+            images = read_idx(image_path, IMAGES_MAGIC)
+            labels = read_idx(label_path, LABELS_MAGIC)
+        except IDXError as error:
+            raise IDXError(f"{error}; {self._fix()}") from error
         # The magic numbers fix the types (uint8) and the number of dimensions;
         # the rest is checked here, at load, not at the first batch.
         if images.shape[1:] != (28, 28):
@@ -573,15 +579,16 @@ def _read_npy_member(archive, member, dtype, name, fix):
     return np.frombuffer(data, dtype=got_dtype).reshape(shape).copy()
 
 
-def read_mnist_csv(path):
+def read_mnist_csv(path, max_bytes=MAX_CSV_BYTES):
     """``(images, labels)`` from a CSV file (gzip-compressed or not) of one
     digit per line: 784 pixel values 0-255, then the label.
 
     images: uint8 of shape (N, 784); labels: int of shape (N,). Raises
-    DataFileError (a ValueError) for a line of another length or values out of range.
+    DataFileError (a ValueError) for a line of another length, values out of
+    range, or more than ``max_bytes`` of text (reading stops there).
     """
     name = os.fspath(path)
-    text = _read_at_most(path, MAX_DATA_BYTES, "a CSV file of digits").replace(b"\r", b"").strip()
+    text = _read_at_most(path, max_bytes, "a CSV file of digits").replace(b"\r", b"").strip()
     if not text:
         raise DataFileError(f"{name}: no digits in the file")
     end = text.find(b"\n")
