@@ -294,8 +294,8 @@ def get_file(url, file_name=None, sha256=None, timeout=30):
     if path.exists():
         if sha256 is not None and _sha256(path) != sha256:
             raise DownloadError(
-                f"{path}: cached file has the wrong SHA-256 (expected {sha256}); "
-                "delete it to download it again"
+                f"{path}: cached file has the wrong SHA-256 (expected {sha256}): damaged "
+                f"or altered, and not used; delete it (rm '{path}') to download it again"
             )
         return path
     folder.mkdir(parents=True, exist_ok=True)

@@ -172,8 +172,10 @@ def test_download_with_the_right_checksum_is_cached(cache, monkeypatch):
     assert datasets.get_file("https://example.org/f.gz", sha256=good) == path
     assert len(calls) == 1 and [p.name for p in cache.iterdir()] == ["f.gz"]
     path.write_bytes(b"changed")
-    with pytest.raises(DownloadError, match="cached file has the wrong SHA-256"):
+    with pytest.raises(DownloadError, match="cached file has the wrong SHA-256") as refused:
         datasets.get_file("https://example.org/f.gz", sha256=good)
+    assert str(refused.value).startswith(f"{path}: ") and f"rm '{path}'" in str(refused.value)
+    assert len(calls) == 1  # the altered cache was neither used nor silently replaced
 
 
 def _write_mnist(folder, n_train=5, n_test=3):
