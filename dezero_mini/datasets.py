@@ -2,7 +2,13 @@
 
 ``Spiral`` and ``SinCurve`` are made in code. ``MNIST`` reads the IDX files of
 the MNIST database, downloading them once into a cache folder:
-``$DEZERO_MINI_DATA`` if it is set, else ``~/.dezero_mini``.
+``$DEZERO_MINI_DATA`` if it is set, else ``~/.dezero_mini``. ``MNISTSample``
+reads 5,000 MNIST digits shipped in the package (``data/mnist_sample.npz``).
+
+Every file is checked before it is used, and a bad one is a ``DataFileError``
+(a ValueError) that names the file and how to fix it: known files by their
+SHA-256, the rest by their form (shapes, types, labels 0-9), and no file is
+decompressed beyond the size it announces or ``MAX_DATA_BYTES``.
 """
 import gzip
 import hashlib
@@ -150,11 +156,13 @@ def _open_data_file(path):
     """The file as a binary stream, decompressed on the fly when it is gzip
     (whatever it is called). Opening errors (a missing file) stay OSError."""
     raw = open(path, "rb")
-    if raw.read(2) == b"\x1f\x8b":
+    try:
+        compressed = raw.read(2) == b"\x1f\x8b"
         raw.seek(0)
-        return gzip.GzipFile(fileobj=raw, mode="rb"), raw
-    raw.seek(0)
-    return raw, raw
+    except OSError:
+        raw.close()
+        raise
+    return (gzip.GzipFile(fileobj=raw, mode="rb") if compressed else raw), raw
 
 
 def _read_at_most(path, limit, what):
@@ -190,12 +198,13 @@ def read_idx(path, expected_magic=None, max_bytes=MAX_DATA_BYTES):
     """
     name = os.fspath(path)
     stream, raw = _open_data_file(path)
+    compressed = stream is not raw
     with raw, stream:
         try:
-            return _read_idx_stream(stream, name, expected_magic, max_bytes,
-                                    compressed=stream is not raw)
+            return _read_idx_stream(stream, name, expected_magic, max_bytes, compressed)
         except (OSError, EOFError, zlib.error) as e:
-            raise IDXError(f"{name}: broken gzip data ({e})") from e
+            what = "broken gzip data" if compressed else "cannot be read"
+            raise IDXError(f"{name}: {what} ({e})") from e
 
 
 def _read_idx_stream(stream, name, expected_magic, max_bytes, compressed):
