@@ -770,7 +770,7 @@ def _lift_saved(f):
         else:
             edge = f.next_functions[index]
             if edge is None:  # a constant
-                variable = _constant_variable(array)
+                variable = _constant_variable(as_array(array))
             elif edge[1] is None:  # a leaf (or a Variable made DeZero's way)
                 variable = edge[0]
             else:
@@ -784,7 +784,9 @@ def _variable_of(creator, index, array):
     new one (same array, same creator), which takes the dead one's place."""
     variable = creator.outputs[index]()
     if variable is None:
-        variable = Variable(array)
+        # as_array: a forward on 0-d arrays saves what NumPy gives, a NumPy
+        # scalar (``np.exp`` of a 0-d array is an np.float64).
+        variable = Variable(as_array(array))
         variable.creator, variable.generation = creator, creator.generation + 1
         creator.outputs[index] = weakref.ref(variable)
     return variable

@@ -1005,6 +1005,15 @@ class BatchNorm(Function):
         return self._as_input(gamma * self.xc + beta, x.shape)
 
     def backward(self, gy):
+        if isinstance(gy, Variable):  # backward(create_graph=True)
+            # xc and inv_std are kept as arrays, not as functions of x, so a
+            # graph of these gradients would miss the terms through them
+            # (gamma's gradient reads xc; in training the batch's statistics
+            # depend on x): a second derivative silently wrong, refused instead.
+            raise RuntimeError(
+                "BatchNorm.backward: backward(create_graph=True) through batch_norm is not "
+                "supported (a second derivative would miss the terms through the normalised "
+                "input, kept as an array); call backward() without create_graph")
         gamma = self.gamma
         gy_rows = _apply(_Rows(), gy) if gy.ndim == 4 else gy
         xc = self.xc
