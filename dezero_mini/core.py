@@ -102,7 +102,7 @@ class Variable:
     # instruments. (A subclass without ``__slots__``, such as Parameter, gets
     # a ``__dict__`` back, so it can still take any attribute.)
     __slots__ = ("data", "name", "grad", "creator", "generation", "made_without_graph",
-                 "requires_grad", "__weakref__")
+                 "_requires_grad", "__weakref__")
     __array_priority__ = 200  # so that ndarray * Variable calls Variable.__rmul__
 
     def __init__(self, data, name=None):
@@ -118,13 +118,36 @@ class Variable:
         # True for the output of a Function called under no_grad(): it has no
         # creator, like a leaf, but backward() on it is a mistake to report.
         self.made_without_graph = False
-        # Whether backward gives this Variable a gradient (and passes one on to
-        # what it was computed from). True for every Variable you make, as in
-        # DeZero. Set it to False yourself, as in PyTorch, for an input that
-        # needs no gradient: it becomes a constant, like a number or an array
-        # written into a formula (``y * 2``, ``x + np.ones(3)``), whose
-        # gradient nobody could ever read.
-        self.requires_grad = True
+        # Whether backward gives this Variable a gradient (see requires_grad):
+        # True for every floating-point Variable, as in DeZero; never for
+        # integers or bools, as in PyTorch. (The dtype's kind, one letter,
+        # is the cheapest test: this runs for every result of every op.)
+        self._requires_grad = data is None or data.dtype.kind in _GRADIENT_KINDS
+
+    @property
+    def requires_grad(self):
+        """Whether backward gives this Variable a gradient and passes one on
+        to what it was computed from.
+
+        True for every floating-point (or complex) Variable you make, as in
+        DeZero. Set it to False yourself, as in PyTorch, for an input that
+        needs no gradient: it becomes a constant, like a number or an array
+        written into a formula (``y * 2``, ``x + np.ones(3)``), whose gradient
+        nobody could ever read. Always False for integer and bool Variables,
+        as in PyTorch: a gradient is a rate of change, which integers cannot
+        hold (``-x`` on uint8 would give 255, ``x + x`` on bools 2), so they
+        are data that backward passes by, and their ``grad`` stays None.
+        """
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        if value and self.data is not None and self.data.dtype.kind not in _GRADIENT_KINDS:
+            raise RuntimeError(
+                f"requires_grad: only Variables of floating-point (or complex) dtype can require "
+                f"gradients, as in PyTorch; this one holds {self.data.dtype}. Make it a float "
+                f"first: Variable(x.astype(np.float32))")
+        self._requires_grad = bool(value)
 
     @property
     def shape(self):
@@ -239,6 +262,11 @@ class Variable:
         """
         if retain_graph is None:
             retain_graph = create_graph
+        if self.data is not None and self.data.dtype.kind not in _GRADIENT_KINDS:
+            raise RuntimeError(
+                f"backward: this Variable holds {self.data.dtype} values; only floating-point "
+                "values have gradients (as in PyTorch), so nothing computed from integers or "
+                "bools can be differentiated. Compute it from float Variables")
         if self.made_without_graph:
             raise RuntimeError(
                 "backward: this Variable was computed under no_grad(), so it has no graph to "
@@ -361,10 +389,15 @@ class Variable:
             # in DeZero and PyTorch.
             if not retain_grad:
                 self.grad = None  # the seed was used like any other output gradient
-            for x, g in leaf_grads.items():
-                if kind is np.ndarray:
-                    g = Variable(as_array(g))  # (0-d arithmetic gives numpy scalars)
-                x.grad = g if x.grad is None else x.grad + g
+            # One lock for every leaf of every backward: two threads adding
+            # into one Parameter would otherwise both read its old grad, and
+            # one sum would be lost (PyTorch's engine guarantees the same).
+            # Taken once per backward, so its cost does not grow with the graph.
+            with _LEAF_GRAD_LOCK:
+                for x, g in leaf_grads.items():
+                    if kind is np.ndarray:
+                        g = Variable(as_array(g))  # (0-d arithmetic gives numpy scalars)
+                    x.grad = g if x.grad is None else x.grad + g
         except _NAMED_ERRORS as e:
             if f is None:
                 raise
@@ -396,6 +429,12 @@ class Variable:
         from dezero_mini import functions
 
         return functions.sum(self, axis, keepdims)
+
+
+# The kinds of dtype that have gradients: floating point ("f") and complex ("c").
+_GRADIENT_KINDS = "fc"
+# Taken while backward adds the leaves' gradients to their ``grad``.
+_LEAF_GRAD_LOCK = threading.Lock()
 
 
 class Parameter(Variable):
@@ -454,7 +493,7 @@ def _constant_variable(array):
     """A constant as a Variable (for a Function that keeps its inputs
     DeZero's way): one that needs no gradient."""
     constant = Variable(array)
-    constant.requires_grad = False
+    constant._requires_grad = False
     return constant
 
 
@@ -537,10 +576,15 @@ def _check_gradient(gx, x, kind, where):
             f"{where}: gradient of shape {array.shape} for a Variable of shape {x.data.shape}"
             + (f" ({x.name})" if x.name else "")
         )
-    if array.dtype != x.data.dtype and np.issubdtype(x.data.dtype, np.inexact):
+    if x.data.dtype.kind not in _GRADIENT_KINDS:
+        # Integers get no edge in the graph; this one had a float array
+        # when the graph was built, replaced since.
+        raise RuntimeError(f"{where}: a gradient for a Variable that now holds {x.data.dtype}; "
+                           "only floating-point Variables have gradients (was its data "
+                           "replaced after the graph was built?)")
+    if array.dtype != x.data.dtype:
         # Mixed precision (float32 weights, float64 data): as in PyTorch, each
-        # gradient takes its input's dtype. (An integer input keeps its
-        # gradient as it came: truncated to integers it would be wrong.)
+        # gradient takes its input's dtype.
         if kind is np.ndarray:
             return array.astype(x.data.dtype)
         return Cast(x.data.dtype)(gx if isinstance(gx, Variable) else Variable(array))
@@ -650,7 +694,7 @@ class Function:
             if x.generation > generation:
                 generation = x.generation
             creator = x.creator
-            if not x.requires_grad:
+            if not x._requires_grad:  # a constant, or integers or bools: no gradient
                 edges.append(None)
             elif creator is None or creator.saves is None:
                 edges.append((x, None))
@@ -1008,8 +1052,10 @@ class Div(Function):
     def backward(self, gy):
         to_x0, to_x1 = self.next_functions
         x1 = self.x1
+        # -(x0 / x1^2), not -x0 / x1^2: the same bits, and x0 may be bools,
+        # which NumPy refuses to negate.
         return (_sum_to(gy / x1, self.x0_shape) if to_x0 is not None else None,
-                _sum_to(gy * (-self.x0 / x1**2), self.x1_shape) if to_x1 is not None else None)
+                _sum_to(gy * -(self.x0 / x1**2), self.x1_shape) if to_x1 is not None else None)
 
 
 class Pow(Function):
@@ -1103,8 +1149,8 @@ class Cast(Function):
         return x.astype(self.dtype)
 
     def backward(self, gy):
-        if not np.issubdtype(self.x_dtype, np.inexact):
-            return gy  # an integer input: its gradient stays as it is (see _check_gradient)
+        if self.x_dtype.kind not in _GRADIENT_KINDS:
+            return None  # an integer input has no gradient (see Variable.requires_grad)
         if isinstance(gy, Variable):
             return Cast(self.x_dtype)(gy)
         return gy.astype(self.x_dtype)
