@@ -209,6 +209,15 @@ class Variable:
         """Cut the graph behind this Variable: every Function behind it lets go
         of the Functions before it, and the Variables still alive that those
         made become leaves (as DeZero's, for truncated backpropagation)."""
+        # After a backward that freed the graph (retain_graph=False) there
+        # are no links left to walk: the Variables still alive that it freed
+        # the creators of (an RNN's hidden state) are made leaves from the
+        # list that backward left, so that DeZero's ``loss.backward();
+        # loss.unchain_backward()`` cuts the next graph off from this one.
+        for ref in _FREED_BEHIND.pop(self, ()):
+            x = ref()
+            if x is not None and x is not self:
+                x.unchain()
         funcs = [self.creator] if self.creator is not None else []
         seen = set()
         while funcs:
@@ -301,6 +310,7 @@ class Variable:
         grads = {creator: [None] * len(creator.outputs)}
         grads[creator][index] = self.grad if create_graph else self.grad.data
         leaf_grads, outputs_read = {}, {}
+        held_outputs = []  # outputs of freed Functions that something else holds (see unchain_backward)
         pending = [(-creator.generation, next(order), creator)]
         heappush, heappop = heapq.heappush, heapq.heappop  # local names: looked up once
         check_saved = Config.check_saved
@@ -379,11 +389,14 @@ class Variable:
                     # it made that the user kept, or another graph (stage 07).
                     if sys.getrefcount(f) > _HELD_BY_ONE_NAME:
                         f.release()
+                        held_outputs += f.outputs  # (weak references)
                 elif lifted:
                     _restore_saved(f, lifted)
                 if outputs_read:
                     outputs_read.pop(f, None)
                 gys = gxs = lifted = None  # would keep the last arrays alive while the next Function runs
+            if held_outputs:
+                _FREED_BEHIND[self] = held_outputs
             f = node = None  # the last Function: freed now, like the others (errors from here on are not its)
             # The leaves add their gradients to those they may already have, as
             # in DeZero and PyTorch.
@@ -433,6 +446,9 @@ class Variable:
 
 # The kinds of dtype that have gradients: floating point ("f") and complex ("c").
 _GRADIENT_KINDS = "fc"
+# Variable -> the outputs (weak references) of the Functions that its last
+# backward freed while something else held them (see unchain_backward).
+_FREED_BEHIND = weakref.WeakKeyDictionary()
 # Taken while backward adds the leaves' gradients to their ``grad``.
 _LEAF_GRAD_LOCK = threading.Lock()
 
