@@ -581,7 +581,10 @@ class Sum(Function):
 
 class Max(Function):
     """The gradient goes to the elements equal to the maximum (to each of
-    them when there is a tie)."""
+    them when there is a tie). A NaN is the maximum of what it is in, as in
+    NumPy and PyTorch, and the gradient goes to it (to each NaN), as
+    PyTorch's ``max()`` and ``max(dim)`` give it (``amax(dim)`` makes the
+    whole row's gradient NaN instead)."""
 
     __slots__ = ("axis", "keepdims", "mask")
     saves = ("mask",)  # where the extreme is: one byte an element, not the input's array
@@ -595,6 +598,8 @@ class Max(Function):
         self.axis = utils.normalize_axes(self.axis, x.ndim)
         extreme = self._reduce(x, axis=self.axis, keepdims=True)
         self.mask = x == extreme
+        if extreme.dtype.kind in "fc" and np.isnan(extreme).any():  # NaN == NaN is False
+            self.mask |= np.isnan(x) & np.isnan(extreme)
         return extreme if self.keepdims else extreme.squeeze(self.axis)
 
     def backward(self, gy):
