@@ -120,9 +120,8 @@ class Variable:
         self.made_without_graph = False
         # Whether backward gives this Variable a gradient (see requires_grad):
         # True for every floating-point Variable, as in DeZero; never for
-        # integers or bools, as in PyTorch. (The dtype's kind, one letter,
-        # is the cheapest test: this runs for every result of every op.)
-        self._requires_grad = data is None or data.dtype.kind in _GRADIENT_KINDS
+        # integers or bools, as in PyTorch.
+        self._requires_grad = data is None or type(data.dtype) in _GRADIENT_DTYPES
 
     @property
     def requires_grad(self):
@@ -142,7 +141,7 @@ class Variable:
 
     @requires_grad.setter
     def requires_grad(self, value):
-        if value and self.data is not None and self.data.dtype.kind not in _GRADIENT_KINDS:
+        if value and self.data is not None and type(self.data.dtype) not in _GRADIENT_DTYPES:
             raise RuntimeError(
                 f"requires_grad: only Variables of floating-point (or complex) dtype can require "
                 f"gradients, as in PyTorch; this one holds {self.data.dtype}. Make it a float "
@@ -271,7 +270,7 @@ class Variable:
         """
         if retain_graph is None:
             retain_graph = create_graph
-        if self.data is not None and self.data.dtype.kind not in _GRADIENT_KINDS:
+        if self.data is not None and type(self.data.dtype) not in _GRADIENT_DTYPES:
             raise RuntimeError(
                 f"backward: this Variable holds {self.data.dtype} values; only floating-point "
                 "values have gradients (as in PyTorch), so nothing computed from integers or "
@@ -444,8 +443,10 @@ class Variable:
         return functions.sum(self, axis, keepdims)
 
 
-# The kinds of dtype that have gradients: floating point ("f") and complex ("c").
-_GRADIENT_KINDS = "fc"
+# The dtypes that have gradients: floating point and complex. Tested by the
+# dtype's class, the cheapest test (it runs for every result of every op).
+_GRADIENT_DTYPES = frozenset(type(np.dtype(t)) for t in (
+    np.float16, np.float32, np.float64, np.longdouble, np.complex64, np.complex128, np.clongdouble))
 # Variable -> the outputs (weak references) of the Functions that its last
 # backward freed while something else held them (see unchain_backward).
 _FREED_BEHIND = weakref.WeakKeyDictionary()
@@ -592,7 +593,7 @@ def _check_gradient(gx, x, kind, where):
             f"{where}: gradient of shape {array.shape} for a Variable of shape {x.data.shape}"
             + (f" ({x.name})" if x.name else "")
         )
-    if x.data.dtype.kind not in _GRADIENT_KINDS:
+    if type(x.data.dtype) not in _GRADIENT_DTYPES:
         # Integers get no edge in the graph; this one had a float array
         # when the graph was built, replaced since.
         raise RuntimeError(f"{where}: a gradient for a Variable that now holds {x.data.dtype}; "
@@ -1165,7 +1166,7 @@ class Cast(Function):
         return x.astype(self.dtype)
 
     def backward(self, gy):
-        if self.x_dtype.kind not in _GRADIENT_KINDS:
+        if type(self.x_dtype) not in _GRADIENT_DTYPES:
             return None  # an integer input has no gradient (see Variable.requires_grad)
         if isinstance(gy, Variable):
             return Cast(self.x_dtype)(gy)
