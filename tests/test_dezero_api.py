@@ -559,3 +559,29 @@ def test_a_book_style_rnn_on_a_sine_curve_trains():
                 loss = 0
         losses.append(total)
     assert np.all(np.isfinite(losses)) and losses[-1] < losses[0], losses
+
+
+def test_a_book_style_program_that_reads_is_simple_core_runs():
+    """In the style of DeZero's steps 28-29 (written here): pick the simple
+    core's names when the package says it is not the simple core, then
+    minimise Rosenbrock's function by gradient descent."""
+    if not dezero.is_simple_core:
+        from dezero_mini.core_simple import Variable as SimpleVariable
+        from dezero_mini.core_simple import setup_variable
+        setup_variable()
+
+    def rosenbrock(x0, x1):
+        return 100 * (x1 - x0 ** 2) ** 2 + (x0 - 1) ** 2
+
+    x0, x1 = SimpleVariable(np.array(0.0)), SimpleVariable(np.array(2.0))
+    a, b = 0.0, 2.0  # the same descent with the derivatives written out
+    for _ in range(1000):
+        y = rosenbrock(x0, x1)
+        x0.cleargrad()
+        x1.cleargrad()
+        y.backward()
+        x0.data -= 0.001 * x0.grad.data
+        x1.data -= 0.001 * x1.grad.data
+        a, b = a - 0.001 * (-400 * a * (b - a * a) + 2 * (a - 1)), b - 0.001 * 200 * (b - a * a)
+    np.testing.assert_allclose([x0.data, x1.data], [a, b], rtol=1e-9)
+    assert 0.6 < a < 1 and 0.4 < b < 1  # on its way to the minimum at (1, 1)
