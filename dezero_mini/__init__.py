@@ -22,6 +22,10 @@ from dezero_mini import functions, utils  # noqa: E402, F401  (after core: they 
 
 setup_variable()
 
+# DeZero's module flag: True while its book uses the first core (steps 23-32),
+# which some of its programs read. There is one core here, the full one.
+is_simple_core = False
+
 STAGE = "dezero_mini"
 STAGE_TITLE = "dezero_mini (all fixes)"
 

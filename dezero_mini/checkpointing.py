@@ -84,9 +84,13 @@ def checkpoint(function, *inputs):
         reads must be one of ``inputs``, or no gradient reaches it.
 
     Returns what ``function`` returns, as part of the graph: backward gives
-    the same gradients as without checkpointing (the same operations run on
-    the same arrays), first-order only: ``backward(create_graph=True)``
-    through it raises RuntimeError.
+    gradients equal to the plain gradients up to the order in which
+    contributions are summed; bit-identical for a chain (the same
+    operations run on the same arrays, but a value read both inside and
+    outside the segment, such as a weight shared with other layers, gets the
+    segment's contributions in a sum of their own, and floating-point
+    addition is not associative: a difference in the last bit). First-order
+    only: ``backward(create_graph=True)`` through it raises RuntimeError.
     """
     if not callable(function):
         raise TypeError(f"checkpoint: the first argument must be a callable, "

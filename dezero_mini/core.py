@@ -102,7 +102,7 @@ class Variable:
     # instruments. (A subclass without ``__slots__``, such as Parameter, gets
     # a ``__dict__`` back, so it can still take any attribute.)
     __slots__ = ("data", "name", "grad", "creator", "generation", "made_without_graph",
-                 "requires_grad", "__weakref__")
+                 "_requires_grad", "__weakref__")
     __array_priority__ = 200  # so that ndarray * Variable calls Variable.__rmul__
 
     def __init__(self, data, name=None):
@@ -118,13 +118,35 @@ class Variable:
         # True for the output of a Function called under no_grad(): it has no
         # creator, like a leaf, but backward() on it is a mistake to report.
         self.made_without_graph = False
-        # Whether backward gives this Variable a gradient (and passes one on to
-        # what it was computed from). True for every Variable you make, as in
-        # DeZero. Set it to False yourself, as in PyTorch, for an input that
-        # needs no gradient: it becomes a constant, like a number or an array
-        # written into a formula (``y * 2``, ``x + np.ones(3)``), whose
-        # gradient nobody could ever read.
-        self.requires_grad = True
+        # Whether backward gives this Variable a gradient (see requires_grad):
+        # True for every floating-point Variable, as in DeZero; never for
+        # integers or bools, as in PyTorch.
+        self._requires_grad = data is None or type(data.dtype) in _GRADIENT_DTYPES
+
+    @property
+    def requires_grad(self):
+        """Whether backward gives this Variable a gradient and passes one on
+        to what it was computed from.
+
+        True for every floating-point (or complex) Variable you make, as in
+        DeZero. Set it to False yourself, as in PyTorch, for an input that
+        needs no gradient: it becomes a constant, like a number or an array
+        written into a formula (``y * 2``, ``x + np.ones(3)``), whose gradient
+        nobody could ever read. Always False for integer and bool Variables,
+        as in PyTorch: a gradient is a rate of change, which integers cannot
+        hold (``-x`` on uint8 would give 255, ``x + x`` on bools 2), so they
+        are data that backward passes by, and their ``grad`` stays None.
+        """
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        if value and self.data is not None and type(self.data.dtype) not in _GRADIENT_DTYPES:
+            raise RuntimeError(
+                f"requires_grad: only Variables of floating-point (or complex) dtype can require "
+                f"gradients, as in PyTorch; this one holds {self.data.dtype}. Make it a float "
+                f"first: Variable(x.astype(np.float32))")
+        self._requires_grad = bool(value)
 
     @property
     def shape(self):
@@ -186,6 +208,15 @@ class Variable:
         """Cut the graph behind this Variable: every Function behind it lets go
         of the Functions before it, and the Variables still alive that those
         made become leaves (as DeZero's, for truncated backpropagation)."""
+        # After a backward that freed the graph (retain_graph=False) there
+        # are no links left to walk: the Variables still alive that it freed
+        # the creators of (an RNN's hidden state) are made leaves from the
+        # list that backward left, so that DeZero's ``loss.backward();
+        # loss.unchain_backward()`` cuts the next graph off from this one.
+        for ref in _FREED_BEHIND.pop(self, ()):
+            x = ref()
+            if x is not None and x is not self:
+                x.unchain()
         funcs = [self.creator] if self.creator is not None else []
         seen = set()
         while funcs:
@@ -239,6 +270,11 @@ class Variable:
         """
         if retain_graph is None:
             retain_graph = create_graph
+        if self.data is not None and type(self.data.dtype) not in _GRADIENT_DTYPES:
+            raise RuntimeError(
+                f"backward: this Variable holds {self.data.dtype} values; only floating-point "
+                "values have gradients (as in PyTorch), so nothing computed from integers or "
+                "bools can be differentiated. Compute it from float Variables")
         if self.made_without_graph:
             raise RuntimeError(
                 "backward: this Variable was computed under no_grad(), so it has no graph to "
@@ -273,6 +309,7 @@ class Variable:
         grads = {creator: [None] * len(creator.outputs)}
         grads[creator][index] = self.grad if create_graph else self.grad.data
         leaf_grads, outputs_read = {}, {}
+        held_outputs = []  # outputs of freed Functions that something else holds (see unchain_backward)
         pending = [(-creator.generation, next(order), creator)]
         heappush, heappop = heapq.heappush, heapq.heappop  # local names: looked up once
         check_saved = Config.check_saved
@@ -351,20 +388,28 @@ class Variable:
                     # it made that the user kept, or another graph (stage 07).
                     if sys.getrefcount(f) > _HELD_BY_ONE_NAME:
                         f.release()
+                        held_outputs += f.outputs  # (weak references)
                 elif lifted:
                     _restore_saved(f, lifted)
                 if outputs_read:
                     outputs_read.pop(f, None)
                 gys = gxs = lifted = None  # would keep the last arrays alive while the next Function runs
+            if held_outputs:
+                _FREED_BEHIND[self] = held_outputs
             f = node = None  # the last Function: freed now, like the others (errors from here on are not its)
             # The leaves add their gradients to those they may already have, as
             # in DeZero and PyTorch.
             if not retain_grad:
                 self.grad = None  # the seed was used like any other output gradient
-            for x, g in leaf_grads.items():
-                if kind is np.ndarray:
-                    g = Variable(as_array(g))  # (0-d arithmetic gives numpy scalars)
-                x.grad = g if x.grad is None else x.grad + g
+            # One lock for every leaf of every backward: two threads adding
+            # into one Parameter would otherwise both read its old grad, and
+            # one sum would be lost (PyTorch's engine guarantees the same).
+            # Taken once per backward, so its cost does not grow with the graph.
+            with _LEAF_GRAD_LOCK:
+                for x, g in leaf_grads.items():
+                    if kind is np.ndarray:
+                        g = Variable(as_array(g))  # (0-d arithmetic gives numpy scalars)
+                    x.grad = g if x.grad is None else x.grad + g
         except _NAMED_ERRORS as e:
             if f is None:
                 raise
@@ -396,6 +441,17 @@ class Variable:
         from dezero_mini import functions
 
         return functions.sum(self, axis, keepdims)
+
+
+# The dtypes that have gradients: floating point and complex. Tested by the
+# dtype's class, the cheapest test (it runs for every result of every op).
+_GRADIENT_DTYPES = frozenset(type(np.dtype(t)) for t in (
+    np.float16, np.float32, np.float64, np.longdouble, np.complex64, np.complex128, np.clongdouble))
+# Variable -> the outputs (weak references) of the Functions that its last
+# backward freed while something else held them (see unchain_backward).
+_FREED_BEHIND = weakref.WeakKeyDictionary()
+# Taken while backward adds the leaves' gradients to their ``grad``.
+_LEAF_GRAD_LOCK = threading.Lock()
 
 
 class Parameter(Variable):
@@ -454,7 +510,7 @@ def _constant_variable(array):
     """A constant as a Variable (for a Function that keeps its inputs
     DeZero's way): one that needs no gradient."""
     constant = Variable(array)
-    constant.requires_grad = False
+    constant._requires_grad = False
     return constant
 
 
@@ -537,10 +593,15 @@ def _check_gradient(gx, x, kind, where):
             f"{where}: gradient of shape {array.shape} for a Variable of shape {x.data.shape}"
             + (f" ({x.name})" if x.name else "")
         )
-    if array.dtype != x.data.dtype and np.issubdtype(x.data.dtype, np.inexact):
+    if type(x.data.dtype) not in _GRADIENT_DTYPES:
+        # Integers get no edge in the graph; this one had a float array
+        # when the graph was built, replaced since.
+        raise RuntimeError(f"{where}: a gradient for a Variable that now holds {x.data.dtype}; "
+                           "only floating-point Variables have gradients (was its data "
+                           "replaced after the graph was built?)")
+    if array.dtype != x.data.dtype:
         # Mixed precision (float32 weights, float64 data): as in PyTorch, each
-        # gradient takes its input's dtype. (An integer input keeps its
-        # gradient as it came: truncated to integers it would be wrong.)
+        # gradient takes its input's dtype.
         if kind is np.ndarray:
             return array.astype(x.data.dtype)
         return Cast(x.data.dtype)(gx if isinstance(gx, Variable) else Variable(array))
@@ -650,7 +711,7 @@ class Function:
             if x.generation > generation:
                 generation = x.generation
             creator = x.creator
-            if not x.requires_grad:
+            if not x._requires_grad:  # a constant, or integers or bools: no gradient
                 edges.append(None)
             elif creator is None or creator.saves is None:
                 edges.append((x, None))
@@ -770,7 +831,7 @@ def _lift_saved(f):
         else:
             edge = f.next_functions[index]
             if edge is None:  # a constant
-                variable = _constant_variable(array)
+                variable = _constant_variable(as_array(array))
             elif edge[1] is None:  # a leaf (or a Variable made DeZero's way)
                 variable = edge[0]
             else:
@@ -784,7 +845,9 @@ def _variable_of(creator, index, array):
     new one (same array, same creator), which takes the dead one's place."""
     variable = creator.outputs[index]()
     if variable is None:
-        variable = Variable(array)
+        # as_array: a forward on 0-d arrays saves what NumPy gives, a NumPy
+        # scalar (``np.exp`` of a 0-d array is an np.float64).
+        variable = Variable(as_array(array))
         variable.creator, variable.generation = creator, creator.generation + 1
         creator.outputs[index] = weakref.ref(variable)
     return variable
@@ -1006,8 +1069,10 @@ class Div(Function):
     def backward(self, gy):
         to_x0, to_x1 = self.next_functions
         x1 = self.x1
+        # -(x0 / x1^2), not -x0 / x1^2: the same bits, and x0 may be bools,
+        # which NumPy refuses to negate.
         return (_sum_to(gy / x1, self.x0_shape) if to_x0 is not None else None,
-                _sum_to(gy * (-self.x0 / x1**2), self.x1_shape) if to_x1 is not None else None)
+                _sum_to(gy * -(self.x0 / x1**2), self.x1_shape) if to_x1 is not None else None)
 
 
 class Pow(Function):
@@ -1101,8 +1166,8 @@ class Cast(Function):
         return x.astype(self.dtype)
 
     def backward(self, gy):
-        if not np.issubdtype(self.x_dtype, np.inexact):
-            return gy  # an integer input: its gradient stays as it is (see _check_gradient)
+        if type(self.x_dtype) not in _GRADIENT_DTYPES:
+            return None  # an integer input has no gradient (see Variable.requires_grad)
         if isinstance(gy, Variable):
             return Cast(self.x_dtype)(gy)
         return gy.astype(self.x_dtype)

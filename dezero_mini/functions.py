@@ -21,6 +21,9 @@ Memory notes, since this is a course about memory:
 * ``linear`` and ``softmax_cross_entropy`` are single Functions, so the graph
   holds neither ``x @ W`` nor the probabilities between forward and backward.
 """
+import builtins  # (this module defines its own sum, max and min)
+import math
+
 import numpy as np
 
 from dezero_mini import utils
@@ -578,7 +581,10 @@ class Sum(Function):
 
 class Max(Function):
     """The gradient goes to the elements equal to the maximum (to each of
-    them when there is a tie)."""
+    them when there is a tie). A NaN is the maximum of what it is in, as in
+    NumPy and PyTorch, and the gradient goes to it (to each NaN), as
+    PyTorch's ``max()`` and ``max(dim)`` give it (``amax(dim)`` makes the
+    whole row's gradient NaN instead)."""
 
     __slots__ = ("axis", "keepdims", "mask")
     saves = ("mask",)  # where the extreme is: one byte an element, not the input's array
@@ -592,6 +598,8 @@ class Max(Function):
         self.axis = utils.normalize_axes(self.axis, x.ndim)
         extreme = self._reduce(x, axis=self.axis, keepdims=True)
         self.mask = x == extreme
+        if extreme.dtype.kind in "fc" and np.isnan(extreme).any():  # NaN == NaN is False
+            self.mask |= np.isnan(x) & np.isnan(extreme)
         return extreme if self.keepdims else extreme.squeeze(self.axis)
 
     def backward(self, gy):
@@ -745,16 +753,34 @@ class MeanSquaredError(Function):
     saved_from = {"x0": "inputs[0]", "x1": "inputs[1]"}
 
     def forward(self, x0, x1):
-        if x0.shape != x1.shape:
-            raise ValueError("prediction and target must have the same shape")
+        _check_paired_shapes(x0.shape, x1.shape)
         self.x0, self.x1 = x0, x1
         diff = x0 - x1
         return np.asarray((diff**2).sum() * utils.inverse_count(diff.size))
 
     def backward(self, gy):
-        diff = self.x0 - self.x1
+        x0, x1 = self.x0, self.x1
+        diff = x0 - x1
         gx0 = gy * diff * _const(2.0 * utils.inverse_count(diff.size), diff)
-        return gx0, -gx0
+        return _sum_to(gx0, x0.shape), _sum_to(-gx0, x1.shape)
+
+
+def _check_paired_shapes(shape0, shape1):
+    """Refuse a prediction and a target whose broadcast pairs elements that do
+    not correspond: when the broadcast has more elements than either input
+    ((N,) against (N, 1) gives (N, N): every prediction against every
+    target). A broadcast that only repeats one of them is allowed: (1, 1)
+    against (1,), (N, 3) against one target row (3,), (N, 1) against a
+    number."""
+    try:
+        shape = np.broadcast_shapes(shape0, shape1)
+    except ValueError:
+        raise ValueError(f"prediction of shape {shape0} and target of shape {shape1} do not "
+                         "broadcast; give them the same shape") from None
+    if math.prod(shape) > builtins.max(math.prod(shape0), math.prod(shape1)):
+        raise ValueError(f"prediction of shape {shape0} and target of shape {shape1} broadcast to "
+                         f"{shape}, which pairs every prediction with every target; give them "
+                         f"the same shape (t.reshape(y.shape))")
 
 
 def mean_squared_error(x0, x1):
@@ -904,9 +930,10 @@ def mean_squared_error_simple(x0, x1):
     """``mean_squared_error`` from smaller functions (sub, square, sum, mul):
     the same value, the mean over every element, with ``diff`` alive in the graph."""
     x0, x1 = as_variable(x0), as_variable(x1)
-    if x0.shape != x1.shape:
-        raise ValueError(f"mean_squared_error_simple: prediction of shape {x0.shape} and "
-                         f"target of shape {x1.shape} must have the same shape")
+    try:
+        _check_paired_shapes(x0.shape, x1.shape)
+    except ValueError as e:
+        raise ValueError(f"mean_squared_error_simple: {e}") from None
     diff = x0 - x1
     return sum(diff**2) * _const(1.0 / diff.size, diff.data)
 
@@ -1005,6 +1032,15 @@ class BatchNorm(Function):
         return self._as_input(gamma * self.xc + beta, x.shape)
 
     def backward(self, gy):
+        if isinstance(gy, Variable):  # backward(create_graph=True)
+            # xc and inv_std are kept as arrays, not as functions of x, so a
+            # graph of these gradients would miss the terms through them
+            # (gamma's gradient reads xc; in training the batch's statistics
+            # depend on x): a second derivative silently wrong, refused instead.
+            raise RuntimeError(
+                "BatchNorm.backward: backward(create_graph=True) through batch_norm is not "
+                "supported (a second derivative would miss the terms through the normalised "
+                "input, kept as an array); call backward() without create_graph")
         gamma = self.gamma
         gy_rows = _apply(_Rows(), gy) if gy.ndim == 4 else gy
         xc = self.xc

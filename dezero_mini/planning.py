@@ -586,12 +586,21 @@ class Executor:
     def __call__(self, *feeds):
         """The outputs for these arrays: views of the blocks, which the next
         call writes over."""
-        if len(feeds) != len(self.graph.feeds):
+        traced = [self.graph.buffers[b] for b in self.graph.feeds]
+        if len(feeds) > len(traced):  # zip() below would drop the extra ones without a word
             raise TypeError(f"Executor: {len(feeds)} arrays given, the graph takes "
-                            f"{len(self.graph.feeds)}")
-        for b, array in zip(self.graph.feeds, feeds):
-            buffer = self.graph.buffers[b]
+                            f"{len(traced)}; input {len(traced) + 1} and after are not "
+                            "inputs of the graph")
+        if len(feeds) < len(traced):  # a kernel would fail on None, far from the cause
+            missing = traced[len(feeds)]
+            raise TypeError(f"Executor: {len(feeds)} arrays given, the graph takes "
+                            f"{len(traced)}; input {len(feeds) + 1} is missing (traced as an "
+                            f"array of shape {missing.shape} and dtype {missing.dtype})")
+        for k, (b, buffer, array) in enumerate(zip(self.graph.feeds, traced, feeds), 1):
             array = array.data if isinstance(array, Variable) else array
+            if not isinstance(array, np.ndarray):
+                raise TypeError(f"Executor: input {k} must be a numpy array or a Variable, "
+                                f"got {type(array).__name__}")
             if array.shape != buffer.shape or array.dtype != buffer.dtype:
                 raise ValueError(f"Executor: an input of shape {array.shape} and dtype "
                                  f"{array.dtype}; the plan was made for {buffer.shape} "

@@ -1011,8 +1011,21 @@ class Executor:
     def __call__(self, *feeds):
         """The graph's outputs for these arrays (views of the plan's blocks:
         the next call writes over them)."""
-        for b, array in zip(self.graph.feeds, feeds):
-            buffer = self.graph.buffers[b]
+        traced = [self.graph.buffers[b] for b in self.graph.feeds]
+        if len(feeds) != len(traced):
+            # zip() would drop an extra feed without a word, and a missing one
+            # would fail deep inside a kernel: name the one that differs.
+            if len(feeds) > len(traced):
+                raise TypeError(f"Executor: {len(feeds)} feeds given, but the graph was traced "
+                                f"with {len(traced)}; feed {len(traced) + 1} and after are not "
+                                "inputs of the graph")
+            missing = traced[len(feeds)]
+            raise TypeError(f"Executor: feed {len(feeds) + 1} of {len(traced)} is missing (traced "
+                            f"as an array of shape {missing.shape} and dtype {missing.dtype})")
+        for k, (b, buffer, array) in enumerate(zip(self.graph.feeds, traced, feeds), 1):
+            if not isinstance(array, np.ndarray):
+                raise TypeError(f"Executor: feed {k} must be a numpy array, "
+                                f"got {type(array).__name__}")
             if array.shape != buffer.shape or array.dtype != buffer.dtype:
                 raise ValueError(f"Executor: a feed of shape {array.shape} and dtype "
                                  f"{array.dtype}, traced as {buffer.shape} {buffer.dtype}")

@@ -10,8 +10,11 @@ this time with the graph, and backpropagates through that copy, which is
 freed as it goes. Cut n layers into about sqrt(n) segments and backward
 holds sqrt(n) boundaries plus one segment's graph: memory that grows like
 sqrt(n), for one more forward pass (Chen et al., "Training Deep Nets with
-Sublinear Memory Cost", 2016). The gradients are the plain ones, to the bit:
-the same operations run on the same arrays.
+Sublinear Memory Cost", 2016). The gradients are equal to the plain
+gradients up to the order in which contributions are summed; bit-identical
+for a chain: the same operations run on the same arrays, but a value read
+both inside and outside a segment gets the segment's contributions in a sum
+of their own, and floating-point addition is not associative.
 
 Run ``python steps/step10_checkpointing.py``.
 """
@@ -674,5 +677,5 @@ if __name__ == "__main__":
     peak, grads = peak_and_gradients(16)
     print(f"{depth} residual layers, one training step: peak {plain_peak / 2**20:.1f} MiB plain, "
           f"{peak / 2**20:.1f} MiB with a checkpoint every 16 layers")
-    print("the gradients of x and of every parameter are the same, to the bit:",
+    print("a chain: the gradients of x and of every parameter are the same, to the bit:",
           all(np.array_equal(a, b) for a, b in zip(grads, plain_grads)))

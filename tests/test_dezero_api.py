@@ -484,3 +484,104 @@ def test_mnist_show_draws_a_grid_of_digits(tmp_path):
     assert image.shape == (56, 84)
     assert figure.axes[0].get_title() == "MNISTSample: 6 digits at random"
     plt.close(figure)
+
+
+def test_is_simple_core_is_false_as_in_dezero_with_its_full_core():
+    """DeZero's programs of steps 28 and 29 read it."""
+    assert dezero.is_simple_core is False
+
+
+# (prediction shape, target shape, allowed?): allowed when broadcasting only
+# repeats one of them; refused when it pairs every prediction with every target.
+MSE_SHAPES = [
+    ((1, 1), (1,), True),  # DeZero's step 59: the RNN's (1, 1) output against a (1,) target
+    ((4, 1), (1,), True),  # one target for every prediction
+    ((4, 3), (3,), True),  # one target row for every row
+    ((1,), (4,), True),  # one prediction for every target
+    ((4,), (4, 1), False),  # (4, 4): every prediction against every target
+    ((4, 1), (1, 4), False),
+    ((4, 1), (4,), False),
+    ((2,), (3,), False),  # no broadcast at all
+]
+
+
+@pytest.mark.parametrize("shape0, shape1, allowed", MSE_SHAPES)
+@pytest.mark.parametrize("mse", [F.mean_squared_error, F.mean_squared_error_simple])
+def test_mean_squared_error_refuses_exactly_the_broadcasts_that_pair_everything(
+        mse, shape0, shape1, allowed):
+    rng = np.random.RandomState(0)
+    x0, x1 = rng.randn(*shape0), rng.randn(*shape1)
+    if not allowed:
+        with pytest.raises(ValueError, match=f"prediction of shape {re.escape(str(shape0))} and "
+                                             f"target of shape {re.escape(str(shape1))}"):
+            mse(x0, x1)
+        return
+    diff = x0 - x1
+    np.testing.assert_allclose(mse(x0, x1).data, np.mean(diff**2))
+    assert gradient_check(lambda a, b: mse(a, b), x0, x1)
+
+
+def test_a_book_style_rnn_on_a_sine_curve_trains():
+    """A program in the style of DeZero's step 59 (written here, not copied):
+    the RNN's (1, 1) output against the curve's (1,) target, truncated
+    backpropagation every few steps. It stopped at the shape check before."""
+    np.random.seed(0)
+    train_set = dezero.datasets.SinCurve(train=True)
+
+    class SimpleRNN(dezero.Model):
+        def __init__(self, hidden_size, out_size):
+            super().__init__()
+            self.rnn = L.RNN(hidden_size)
+            self.fc = L.Linear(out_size)
+
+        def reset_state(self):
+            self.rnn.reset_state()
+
+        def forward(self, x):
+            return self.fc(self.rnn(x))
+
+    model = SimpleRNN(10, 1)
+    optimizer = optimizers.Adam().setup(model)
+    losses = []
+    for epoch in range(3):
+        model.reset_state()
+        loss, count, total = 0, 0, 0.0
+        for x, t in [train_set[i] for i in range(60)]:
+            y = model(x.reshape(1, 1))
+            loss += F.mean_squared_error(y, t)
+            count += 1
+            if count % 20 == 0:
+                model.cleargrads()
+                loss.backward()
+                loss.unchain_backward()
+                optimizer.update()
+                total += float(loss.data)
+                loss = 0
+        losses.append(total)
+    assert np.all(np.isfinite(losses)) and losses[-1] < losses[0], losses
+
+
+def test_a_book_style_program_that_reads_is_simple_core_runs():
+    """In the style of DeZero's steps 28-29 (written here): pick the simple
+    core's names when the package says it is not the simple core, then
+    minimise Rosenbrock's function by gradient descent."""
+    if not dezero.is_simple_core:
+        from dezero_mini.core_simple import Variable as SimpleVariable
+        from dezero_mini.core_simple import setup_variable
+        setup_variable()
+
+    def rosenbrock(x0, x1):
+        return 100 * (x1 - x0 ** 2) ** 2 + (x0 - 1) ** 2
+
+    x0, x1 = SimpleVariable(np.array(0.0)), SimpleVariable(np.array(2.0))
+    a, b = 0.0, 2.0  # the same descent with the derivatives written out
+    for _ in range(1000):
+        y = rosenbrock(x0, x1)
+        x0.cleargrad()
+        x1.cleargrad()
+        y.backward()
+        x0.data -= 0.001 * x0.grad.data
+        x1.data -= 0.001 * x1.grad.data
+        a, b = a - 0.001 * (-400 * a * (b - a * a) + 2 * (a - 1)), b - 0.001 * 200 * (b - a * a)
+    np.testing.assert_allclose([x0.data, x1.data], [a, b], rtol=1e-9)
+    assert 0.6 < a < 1 and 0.4 < b < 1  # on its way to the minimum at (1, 1)

@@ -368,6 +368,32 @@ def test_max_gives_the_gradient_to_every_tied_maximum():
     np.testing.assert_array_equal(x.grad.data, [[0, 1, 1], [1, 0, 0]])
 
 
+NAN = np.nan
+
+
+# (function, axis, input, gradient): PyTorch's max()/min() and max(dim)/min(dim)
+# give the gradient to the NaN (checked against torch 2.13 CPU); ties get the
+# whole gradient each, as in DeZero (the table of differences).
+NAN_CASES = [
+    (F.max, None, [NAN, 1.0, 3.0], [1, 0, 0]),
+    (F.min, None, [NAN, 1.0, 3.0], [1, 0, 0]),
+    (F.max, 1, [[NAN, 1.0], [2.0, 3.0]], [[1, 0], [0, 1]]),
+    (F.min, 0, [[NAN, 1.0], [2.0, 3.0]], [[1, 1], [0, 0]]),
+    (F.max, None, [NAN, NAN, 1.0], [1, 1, 0]),  # (PyTorch: 0.5 each, as for any tie)
+]
+
+
+@pytest.mark.parametrize("function, axis, x, expected", NAN_CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_and_min_propagate_nan_and_give_it_the_gradient(function, axis, x, expected, dtype):
+    v = dz.Variable(np.array(x, dtype))
+    y = function(v, axis=axis)
+    np.testing.assert_array_equal(y.data, np.max(v.data, axis) if function is F.max
+                                  else np.min(v.data, axis))
+    F.sum(y).backward()
+    np.testing.assert_array_equal(v.grad.data, np.array(expected, dtype))
+
+
 # --- losses against numpy formulas ---------------------------------------------------------
 def numpy_cross_entropy(x, t):
     p = np.exp(x) / np.exp(x).sum(axis=1, keepdims=True)
@@ -904,3 +930,15 @@ def test_backward_of_a_non_scalar_seeds_with_ones():
     y = x * x
     y.backward()
     np.testing.assert_array_equal(x.grad.data, [2.0, 4.0, 6.0])
+
+
+def test_a_numpy_scalar_keeps_its_dtype_as_in_numpy_a_python_number_does_not():
+    """README, differences: ``float32 * np.float64(2)`` is float64 (NumPy,
+    NEP 50; PyTorch keeps float32), ``float32 * 2.0`` float32, and the
+    gradient of x keeps x's dtype either way."""
+    for scalar, dtype in ((np.float64(2), np.float64), (2.0, np.float32), (np.float32(2), np.float32)):
+        x = dz.Variable(np.ones(3, np.float32))
+        y = x * scalar
+        assert y.dtype == dtype == (x.data * scalar).dtype, (scalar, y.dtype)
+        F.sum(y).backward()
+        assert x.grad.dtype == np.float32

@@ -123,8 +123,16 @@ def test_inputs_of_another_shape_or_number_are_errors():
     run = plan_inference(lambda v: F.tanh(v), np.ones((2, 3)))
     with pytest.raises(ValueError, match=r"Executor: an input of shape \(3, 2\)"):
         run(np.ones((3, 2)))
-    with pytest.raises(TypeError, match="Executor: 2 arrays given, the graph takes 1"):
+    with pytest.raises(TypeError, match="Executor: 2 arrays given, the graph takes 1; input 2 "
+                                        "and after are not inputs of the graph"):
         run.executor(np.ones((2, 3)), np.ones((2, 3)))
+    with pytest.raises(TypeError, match=r"Executor: 0 arrays given, the graph takes 1; input 1 "
+                                        r"is missing \(traced as an array of shape \(2, 3\) "
+                                        r"and dtype float64\)"):
+        run.executor()
+    with pytest.raises(TypeError, match="Executor: input 1 must be a numpy array or a Variable, "
+                                        "got list"):
+        run([[1.0] * 3] * 2)
 
 
 # --- training ---------------------------------------------------------------------------------

@@ -313,6 +313,24 @@ def test_a_feed_of_another_shape_is_an_error(m):
         executor(np.ones((3, 2)))
 
 
+@pytest.mark.parametrize("feeds, error, message", [
+    ((np.ones((2, 3)),), TypeError, r"Executor: feed 2 of 2 is missing \(traced as an array of "
+                                    r"shape \(2, 1\) and dtype float64\)"),
+    ((np.ones((2, 3)), np.ones((2, 1)), np.ones(3)), TypeError,
+     r"Executor: 3 feeds given, but the graph was traced with 2; feed 3 and after"),
+    (([[1.0] * 3] * 2, np.ones((2, 1))), TypeError, r"Executor: feed 1 must be a numpy array, got list"),
+    ((np.ones((2, 3)), np.ones((2, 1), np.float32)), ValueError, r"Executor: a feed of shape \(2, 1\) "
+                                                                 r"and dtype float32"),
+])
+def test_a_missing_unknown_or_wrong_feed_is_named(m, feeds, error, message):
+    """A feed too many is refused (zip would drop it silently); a missing one
+    is named with the shape it was traced with (a kernel would fail on None)."""
+    executor = m.Executor(m.plan_memory(m.trace(lambda x, t: m.add(m.tanh(x), t),
+                                                np.ones((2, 3)), np.ones((2, 1)))))
+    with pytest.raises(error, match=message):
+        executor(*feeds)
+
+
 def test_tracing_leaves_no_tracer_behind(m):
     with pytest.raises(TypeError):
         m.trace(lambda x: m.div(x, x), np.ones(3))
