@@ -1,0 +1,111 @@
+"""Writes that an interrupt cannot destroy: every file dezero_mini writes goes through here.
+
+``with atomic_write(path) as f: ...`` gives a file object opened on a new
+temporary file in ``path``'s own folder (so that the final rename stays on one
+file system). Only when the block ends without an exception is the file
+flushed, synced to disk and renamed over ``path`` (``os.replace``: one step,
+readers see the old file or the new one, never half of one). When the block
+raises anything, KeyboardInterrupt and the exception that the command line
+turns SIGTERM into included, the temporary file is removed and ``path`` is
+left exactly as it was.
+
+What it cannot protect against is SIGKILL or a power cut between the write
+and the rename: then a ``.NAME.*.tmp`` file may stay behind next to the
+target, which is still intact.
+
+Test hook: when the environment variable ``DEZERO_MINI_SLOW_WRITE`` holds a
+number of seconds, every write sleeps that long after the data is written and
+before the rename, so that a test can send a real signal to a real process in
+the middle of a write and find out what is left on disk.
+"""
+import contextlib
+import os
+import tempfile
+import time
+from pathlib import Path
+
+#: The environment variable of the test hook (seconds to sleep before the rename).
+SLOW_WRITE_ENV = "DEZERO_MINI_SLOW_WRITE"
+TEMPORARY_SUFFIX = ".tmp"
+
+
+def temporary_prefix(path):
+    """How the temporary files of a write to ``path`` begin (``.w.npz.``)."""
+    return f".{Path(path).name}."
+
+
+@contextlib.contextmanager
+def atomic_write(path, mode="wb", *, overwrite=True, encoding=None, newline=None):
+    """Open a temporary file that becomes ``path`` when the block succeeds.
+
+    mode: ``"wb"`` (bytes) or ``"w"`` (text, with ``encoding`` and ``newline``
+        as for ``open``).
+    overwrite: when False, an existing ``path`` is never replaced (the rename
+        is a hard link that fails if the name exists): FileExistsError.
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_write: mode must be 'w' or 'wb', got {mode!r}")
+    target = Path(path)
+    folder = target.parent
+    fd, temporary = tempfile.mkstemp(dir=folder, prefix=temporary_prefix(target),
+                                     suffix=TEMPORARY_SUFFIX)
+    try:
+        _give_usual_permissions(fd, target)
+        with os.fdopen(fd, mode, encoding=encoding, newline=newline) as file:
+            yield file
+            file.flush()
+            os.fsync(file.fileno())
+        _sleep_for_tests()
+        if overwrite:
+            os.replace(temporary, target)
+        else:
+            os.link(temporary, target)  # FileExistsError when the name is taken
+            os.remove(temporary)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(temporary)
+        raise
+    _sync_folder(folder)
+
+
+def write_bytes(path, data, **options):
+    """Write ``data`` (bytes) to ``path`` atomically; returns ``path``."""
+    with atomic_write(path, "wb", **options) as file:
+        file.write(data)
+    return path
+
+
+def write_text(path, text, encoding="utf-8", **options):
+    """Write ``text`` to ``path`` atomically; returns ``path``."""
+    with atomic_write(path, "w", encoding=encoding, **options) as file:
+        file.write(text)
+    return path
+
+
+def _give_usual_permissions(fd, target):
+    """mkstemp makes a file only its owner can read; give the new file the
+    permissions of the one it replaces, or those a plain ``open`` would give."""
+    try:
+        mode = os.stat(target).st_mode & 0o7777
+    except OSError:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    with contextlib.suppress(OSError, AttributeError):  # fchmod: not on Windows
+        os.fchmod(fd, mode)
+
+
+def _sleep_for_tests():
+    seconds = os.environ.get(SLOW_WRITE_ENV)
+    if seconds:
+        time.sleep(float(seconds))
+
+
+def _sync_folder(folder):
+    """Make the rename itself durable (POSIX: sync the folder's entry)."""
+    with contextlib.suppress(OSError, AttributeError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
