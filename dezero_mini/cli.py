@@ -267,7 +267,9 @@ def _add_leaks(commands):
         "loop keeps alive: objects and bytes per iteration, and the shortest\n"
         "chain of references from a name of the script (total_loss,\n"
         "trainer.history['loss'][3], a closure, ...) to the largest surviving graph.\n\n"
-        "exit status: 0 nothing grows, 1 something grows, 2 the script cannot be run\n\n"
+        "exit status: the script's own when it fails (1 for an exception, N for\n"
+        "sys.exit(N)); else 0 nothing grows, 1 something grows; 2 the script cannot\n"
+        "be run (missing, or a syntax error)\n\n"
         "examples:\n"
         "  %(prog)s train.py\n"
         "  %(prog)s --consecutive 3 train.py --epochs 2"))
