@@ -20,7 +20,9 @@ the middle of a write and find out what is left on disk.
 """
 import contextlib
 import os
-import tempfile
+import secrets
+import signal
+import threading
 import time
 from pathlib import Path
 
@@ -47,10 +49,19 @@ def atomic_write(path, mode="wb", *, overwrite=True, encoding=None, newline=None
         raise ValueError(f"atomic_write: mode must be 'w' or 'wb', got {mode!r}")
     target = Path(path)
     folder = target.parent
-    fd, temporary = tempfile.mkstemp(dir=folder, prefix=temporary_prefix(target),
-                                     suffix=TEMPORARY_SUFFIX)
+    # The name is chosen before the file is made, so that an interrupt that
+    # lands while it is being made still knows what to remove (with mkstemp,
+    # a signal between the creation and the return would leave it behind).
+    temporary = None
     try:
-        _give_usual_permissions(fd, target)
+        while temporary is None:
+            candidate = folder / f"{temporary_prefix(target)}{secrets.token_hex(8)}{TEMPORARY_SUFFIX}"
+            temporary = candidate
+            try:  # 0o666 less the umask, as a plain open() gives
+                fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:  # another write's name (1 in 2**64): not ours to remove
+                temporary = None
+        _keep_permissions_of(target, fd)
         with os.fdopen(fd, mode, encoding=encoding, newline=newline) as file:
             yield file
             file.flush()
@@ -62,8 +73,9 @@ def atomic_write(path, mode="wb", *, overwrite=True, encoding=None, newline=None
             os.link(temporary, target)  # FileExistsError when the name is taken
             os.remove(temporary)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.remove(temporary)
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.remove(temporary)
         raise
     _sync_folder(folder)
 
@@ -82,17 +94,30 @@ def write_text(path, text, encoding="utf-8", **options):
     return path
 
 
-def _give_usual_permissions(fd, target):
-    """mkstemp makes a file only its owner can read; give the new file the
-    permissions of the one it replaces, or those a plain ``open`` would give."""
+@contextlib.contextmanager
+def deferred_signals(signals=(signal.SIGINT, signal.SIGTERM)):
+    """Hold SIGINT and SIGTERM back during the block; one that arrived is
+    delivered as soon as it ends. For short work in memory that an interrupt
+    would leave in a state that raises a second, misleading error (NumPy's
+    ``savez`` turns a KeyboardInterrupt in its zip writer into a ValueError).
+    Only in the main thread on POSIX; elsewhere nothing is held back."""
+    can_mask = (hasattr(signal, "pthread_sigmask")
+                and threading.current_thread() is threading.main_thread())
+    if not can_mask:
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
     try:
-        mode = os.stat(target).st_mode & 0o7777
-    except OSError:
-        umask = os.umask(0)
-        os.umask(umask)
-        mode = 0o666 & ~umask
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _keep_permissions_of(target, fd):
+    """Give the new file the permissions of the file it replaces (a new
+    name keeps those of a plain ``open``)."""
     with contextlib.suppress(OSError, AttributeError):  # fchmod: not on Windows
-        os.fchmod(fd, mode)
+        os.fchmod(fd, os.stat(target).st_mode & 0o7777)
 
 
 def _sleep_for_tests():

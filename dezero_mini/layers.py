@@ -8,6 +8,7 @@ Memory: a Layer remembers the Variables of its last call only through weak
 references (``layer.inputs`` / ``layer.outputs``). A model that is kept alive
 between batches therefore never keeps the last batch's graph alive with it.
 """
+import io
 import os
 import weakref
 import zipfile
@@ -16,7 +17,8 @@ import zlib
 import numpy as np
 
 from dezero_mini import functions as F
-from dezero_mini.atomic import atomic_write
+from dezero_mini import atomic
+from dezero_mini.atomic import deferred_signals
 from dezero_mini.core import Parameter
 from dezero_mini.utils import pair
 
@@ -126,8 +128,10 @@ class Layer:
                 )
             arrays[key] = param.data
         target = weights_path(path)
-        with atomic_write(target) as file:
-            np.savez_compressed(file, **arrays)
+        archive = io.BytesIO()
+        with deferred_signals():  # an interrupt inside NumPy's zip writer becomes a ValueError
+            np.savez_compressed(archive, **arrays)
+        atomic.write_bytes(target, archive.getbuffer())
         return target
 
     def load_weights(self, path):
