@@ -36,7 +36,7 @@ from dezero_mini.cli_guard import (
     silence_closed_stdout,
 )
 from dezero_mini.cli_leaks import run_leaks
-from dezero_mini.cli_memory import DEFAULT_STAGES, run_graph, run_memory
+from dezero_mini.cli_memory import DEFAULT_GRAPH_OUT, DEFAULT_STAGES, run_graph, run_memory
 from dezero_mini.cli_train import ACTIVATIONS, DEFAULT_LR, OPTIMIZERS, TASKS, run_train
 from dezero_mini.memory import STAGES, GraphvizNotFound, load_stage
 
@@ -247,7 +247,7 @@ def _add_graph(commands):
     parser.add_argument("--after-del", action="store_true", help=(
         "draw the picture after `del y`, keeping the names x, W and b. The cyclic "
         "garbage collector is off, so garbage stays to be seen."))
-    parser.add_argument("--out", type=output_file(*GRAPH_FORMATS), default="graph.svg",
+    parser.add_argument("--out", type=output_file(*GRAPH_FORMATS), default=DEFAULT_GRAPH_OUT,
                         metavar="PATH", help=(
         "the picture; its format comes from the name: .svg, .png, .pdf (these need "
         "Graphviz's dot program) or .dot (default: %(default)s)"))

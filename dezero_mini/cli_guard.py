@@ -2,9 +2,9 @@
 
 A command that trains for minutes and then fails to write its result has
 lost the result. So every output file is checked when the arguments are read
-(:func:`check_output_target`), and sizes that cannot fit in this machine's
-memory are refused with an estimate before anything is allocated
-(:func:`refuse_if_too_big`).
+(:func:`output_target_problem`), and the commands refuse sizes that cannot fit
+in :func:`machine_memory` with an estimate, before anything is allocated
+(``train``'s ``--hidden``, ``memory``'s ``--batches``).
 
 And however a command ends, it ends with one line, never a traceback:
 SIGTERM becomes :class:`Terminated` (an exception, so that ``finally``

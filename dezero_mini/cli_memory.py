@@ -4,6 +4,8 @@ Both only drive the instruments of ``dezero_mini.memory`` (the recorder,
 the plot, the reference graph) the way the notebooks do, and print what a
 learner should look at.
 """
+from pathlib import Path
+
 import numpy as np
 
 from dezero_mini.atomic import atomic_write
@@ -24,6 +26,10 @@ from dezero_mini.progress import ProgressLine
 #: The stages that ``memory`` compares when none is named: the first stage
 #: of the course against the finished framework.
 DEFAULT_STAGES = ("1", "dezero_mini")
+#: Where ``graph`` draws when no --out is given. A Path, not a string, so that
+#: argparse does not check it: with --dot nothing is written, and a folder the
+#: user cannot write to is no error then; run_graph checks it otherwise.
+DEFAULT_GRAPH_OUT = Path("graph.svg")
 #: What one batch adds to a record: one 8-byte number per signal.
 RECORD_BYTES_PER_BATCH = 8 * len(SIGNALS)
 
@@ -123,6 +129,10 @@ def example_names(module):
 
 def run_graph(args):
     """``graph``: build the example, optionally let go of ``y``, draw it."""
+    if not args.dot and args.out is DEFAULT_GRAPH_OUT:
+        problem = output_target_problem(args.out, (DEFAULT_GRAPH_OUT.suffix,))
+        if problem is not None:
+            args.parser.error(f"--out {args.out}: {problem}")
     title = f"{stage_label(args.stage)}: y = sigmoid(x @ W + b)"
     # With the collector off, the garbage of a reference cycle (stage 02)
     # stays to be drawn instead of vanishing at a random moment.

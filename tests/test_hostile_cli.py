@@ -34,7 +34,7 @@ def place(tmp_path, monkeypatch):
     ``dir.png``, ...), a plain file ``file``, a machine of 8 GB, and no
     training: the cases are refused before it."""
     monkeypatch.chdir(tmp_path)
-    for name in ("dir.npz", "dir.png", "dir.svg", "dir.csv", "dir.dot"):
+    for name in ("dir.npz", "dir.png", "dir.svg", "dir.csv", "dir.dot", "graph.svg"):
         (tmp_path / name).mkdir()
     (tmp_path / "file").write_text("a file, not a folder\n")
     monkeypatch.setattr(cli_guard, "machine_memory", lambda: 8 * GB)
@@ -68,6 +68,7 @@ BAD_TARGETS = [
     (["graph", "--out", "dir.svg"], 2, ["--out", "'dir.svg' is a folder"]),
     (["graph", "--out", "dir.dot"], 2, ["--out", "'dir.dot' is a folder"]),
     (["graph", "--out", "missing/g.dot"], 2, ["--out", "'missing' does not exist"]),
+    (["graph"], 2, ["--out graph.svg", "'graph.svg' is a folder"]),  # the default, checked too
     (["start", "3", "file"], 2, ["DIR 'file'", "is a file, not a folder"]),
     (["start", "3", "missing"], 2, ["DIR 'missing'", "does not exist"]),
 ]
@@ -117,6 +118,12 @@ def test_a_folder_the_user_cannot_write_to_is_refused(capsys, place, monkeypatch
         assert code == 2 and "Traceback" not in err
         assert option in err and "'locked' is not writable" in err, err
     assert os.listdir(locked) == []
+
+
+def test_graph_dot_writes_nothing_so_its_default_file_is_not_checked(capsys, place):
+    code, out, err = run(capsys, "graph", "--dot")  # graph.svg is a folder here
+    assert code == 0, err
+    assert out.startswith("digraph")
 
 
 def test_the_size_estimate_is_what_the_message_says():
