@@ -66,11 +66,15 @@ def silence_closed_stdout():
 def output_target_problem(path, suffixes):
     """Why ``path`` cannot be written as an output file ending in one of
     ``suffixes``, with the fix; None when it can."""
-    path = Path(path)
+    given = os.fspath(path)
+    path = Path(given)
+    if path.name.lower() in suffixes:  # ".npz" alone: a hidden file with no extension
+        return f"the file needs a name before {path.name}, like {'out' + path.name!r}"
     if path.suffix.lower() not in suffixes:
-        return f"the file name must end in {' or '.join(suffixes)}, got {str(path)!r}"
+        return f"the file name must end in {' or '.join(suffixes)}, got {given!r}"
     if path.is_dir():
-        return f"{str(path)!r} is a folder; give a file name inside it, like {str(path / ('out' + suffixes[0]))!r}"
+        inside = path / ("out" + path.suffix.lower())
+        return f"{given!r} is a folder; give a file name inside it, like {str(inside)!r}"
     folder = path.parent
     if not folder.is_dir():
         what = "is a file, not a folder" if folder.exists() else "does not exist"

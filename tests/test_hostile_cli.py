@@ -58,6 +58,8 @@ BAD_TARGETS = [
     ([*TRAIN, "--save", "file/w.npz"], 2, ["--save", "'file' is a file, not a folder"]),
     ([*TRAIN, "--save", "missing/w.npz"], 2, ["--save", "'missing' does not exist"]),
     ([*TRAIN, "--save", "w.pkl"], 2, ["--save", ".npz", "'w.pkl'"]),
+    ([*TRAIN, "--save", ""], 2, ["--save", "must end in .npz, got ''"]),
+    ([*TRAIN, "--save", ".npz"], 2, ["--save", "needs a name before .npz"]),
     ([*MEMORY, "--out", "dir.png"], 2, ["--out", "'dir.png' is a folder"]),
     ([*MEMORY, "--out", "file/m.png"], 2, ["--out", "'file' is a file"]),
     ([*MEMORY, "--csv", "dir.csv"], 2, ["--csv", "'dir.csv' is a folder"]),
