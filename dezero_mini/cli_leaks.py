@@ -66,6 +66,7 @@ import traceback
 import types
 from pathlib import Path
 
+from dezero_mini.cli_guard import Terminated
 from dezero_mini.memory.leaks import judge, report_between, survivors_between
 from dezero_mini.memory.tracking import Tracker
 
@@ -252,8 +253,8 @@ def run_leaks(args, out=None):
     try:
         exec(code, module.__dict__)
     except SystemExit as ended:  # the script ended itself: judge what it did
-        script_status = _exit_status(ended, prog, args.script)
-    except KeyboardInterrupt:
+        script_status = _exit_status(ended)
+    except (KeyboardInterrupt, Terminated):  # the user stopped the command: not the script's error
         raise
     except BaseException as error:  # the script's own error: show its traceback
         failure = error
@@ -277,7 +278,7 @@ def run_leaks(args, out=None):
     return status
 
 
-def _exit_status(ended, prog, script):
+def _exit_status(ended):
     """The status ``python SCRIPT`` would exit with after ``SystemExit``
     ``ended``; a message (``sys.exit("fatal: ...")``) is shown as Python does."""
     code = ended.code

@@ -81,3 +81,18 @@ def test_a_script_ending_in_os_exit_is_judged_before_the_process_ends(tmp_path, 
     final = done.stdout.split("finished after 12 iterations")[1].splitlines()[1]
     assert final.startswith("leak:" if leaking else "no leak:"), done.stdout
     assert done.returncode == (status or (1 if leaking else 0))
+
+
+def test_sigterm_during_the_script_ends_the_command_not_as_the_scripts_error(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+    process = subprocess.Popen([sys.executable, "-m", "dezero_mini", "leaks", str(path)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline() == "started\n"
+        process.terminate()
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 143
+    assert "Traceback" not in err and "terminated" in err
