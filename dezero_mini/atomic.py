@@ -19,6 +19,7 @@ before the rename, so that a test can send a real signal to a real process in
 the middle of a write and find out what is left on disk.
 """
 import contextlib
+import errno
 import os
 import secrets
 import signal
@@ -55,8 +56,8 @@ def atomic_write(path, mode="wb", *, overwrite=True, encoding=None, newline=None
     temporary = None
     try:
         while temporary is None:
-            candidate = folder / f"{temporary_prefix(target)}{secrets.token_hex(8)}{TEMPORARY_SUFFIX}"
-            temporary = candidate
+            name = temporary_prefix(target) + secrets.token_hex(8) + TEMPORARY_SUFFIX
+            temporary = candidate = folder / name
             try:  # 0o666 less the umask, as a plain open() gives
                 fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             except FileExistsError:  # another write's name (1 in 2**64): not ours to remove
@@ -70,14 +71,29 @@ def atomic_write(path, mode="wb", *, overwrite=True, encoding=None, newline=None
         if overwrite:
             os.replace(temporary, target)
         else:
-            os.link(temporary, target)  # FileExistsError when the name is taken
-            os.remove(temporary)
+            _rename_unless_taken(temporary, target)
     except BaseException:
         if temporary is not None:
             with contextlib.suppress(OSError):
                 os.remove(temporary)
         raise
     _sync_folder(folder)
+
+
+def _rename_unless_taken(temporary, target):
+    """Give ``temporary`` the name ``target`` unless a file has it: a hard
+    link fails when the name exists (no window between the check and the
+    rename); where the file system has no hard links, check, then rename."""
+    try:
+        os.link(temporary, target)
+    except FileExistsError:
+        raise
+    except OSError:  # no hard links here (some network and FAT file systems)
+        if os.path.lexists(target):
+            raise FileExistsError(errno.EEXIST, "File exists", os.fspath(target)) from None
+        os.replace(temporary, target)
+    else:
+        os.remove(temporary)
 
 
 def write_bytes(path, data, **options):
