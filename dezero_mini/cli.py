@@ -16,16 +16,27 @@ The commands, one per thing the course does:
 ``main(argv)`` returns the exit code: 0 when it worked, 1 when something it
 needs is missing (Graphviz's ``dot``), 2 for arguments it cannot use (the
 usual code of command-line tools; argparse exits with it by itself), 130
-when interrupted with Ctrl-C.
+when interrupted with Ctrl-C, 143 when ended by SIGTERM and 141 when the
+reader of its output went away (``... | head``), as Unix tools report. A
+file it was writing is then left as it was before (``dezero_mini.atomic``).
 """
 import argparse
 import sys
+import threading
 from pathlib import Path
 
 import dezero_mini
 from dezero_mini.cli_check import add_check, add_start
+from dezero_mini.cli_guard import (
+    EXIT_SIGPIPE,
+    EXIT_SIGTERM,
+    Terminated,
+    output_target_problem,
+    sigterm_raises,
+    silence_closed_stdout,
+)
 from dezero_mini.cli_leaks import run_leaks
-from dezero_mini.cli_memory import DEFAULT_STAGES, run_graph, run_memory
+from dezero_mini.cli_memory import DEFAULT_GRAPH_OUT, DEFAULT_STAGES, run_graph, run_memory
 from dezero_mini.cli_train import ACTIVATIONS, DEFAULT_LR, OPTIMIZERS, TASKS, run_train
 from dezero_mini.memory import STAGES, GraphvizNotFound, load_stage
 
@@ -106,18 +117,28 @@ def one_stage(text):
     return stage_modules(text)[0]
 
 
+def timeout_seconds(text):
+    """A number of seconds above zero that a timer can wait (at most
+    ``threading.TIMEOUT_MAX``, about 292 years on Linux; ``1e300`` would
+    overflow the clock)."""
+    value = positive_float(text)
+    if value > threading.TIMEOUT_MAX:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {threading.TIMEOUT_MAX:.0f} seconds (the longest wait this "
+            f"machine's timers allow), got {text!r}")
+    return value
+
+
 def output_file(*suffixes):
-    """An argument type for a file to write: one of ``suffixes``, in a
-    folder that exists (checked before any long run, not after it)."""
+    """An argument type for a file to write: one of ``suffixes``, not a folder,
+    in a folder that exists and that the user can write to (checked before any
+    long run, not after it)."""
 
     def convert(text):
-        path = Path(text)
-        if path.suffix.lower() not in suffixes:
-            raise argparse.ArgumentTypeError(
-                f"the file name must end in {' or '.join(suffixes)}, got {text!r}")
-        if not path.parent.is_dir():
-            raise argparse.ArgumentTypeError(f"the folder {str(path.parent)!r} does not exist")
-        return path
+        problem = output_target_problem(text, suffixes)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(problem)
+        return Path(text)
 
     return convert
 
@@ -226,7 +247,7 @@ def _add_graph(commands):
     parser.add_argument("--after-del", action="store_true", help=(
         "draw the picture after `del y`, keeping the names x, W and b. The cyclic "
         "garbage collector is off, so garbage stays to be seen."))
-    parser.add_argument("--out", type=output_file(*GRAPH_FORMATS), default="graph.svg",
+    parser.add_argument("--out", type=output_file(*GRAPH_FORMATS), default=DEFAULT_GRAPH_OUT,
                         metavar="PATH", help=(
         "the picture; its format comes from the name: .svg, .png, .pdf (these need "
         "Graphviz's dot program) or .dot (default: %(default)s)"))
@@ -246,7 +267,9 @@ def _add_leaks(commands):
         "loop keeps alive: objects and bytes per iteration, and the shortest\n"
         "chain of references from a name of the script (total_loss,\n"
         "trainer.history['loss'][3], a closure, ...) to the largest surviving graph.\n\n"
-        "exit status: 0 nothing grows, 1 something grows, 2 the script cannot be run\n\n"
+        "exit status: the script's own when it fails (1 for an exception, N for\n"
+        "sys.exit(N)); else 0 nothing grows, 1 something grows; 2 the script cannot\n"
+        "be run (missing, or a syntax error)\n\n"
         "examples:\n"
         "  %(prog)s train.py\n"
         "  %(prog)s --consecutive 3 train.py --epochs 2"))
@@ -291,13 +314,32 @@ def main(argv=None, prog="dezero_mini"):
         print(f"\n{prog}: error: choose a command: train, memory, graph, leaks, start or check",
               file=sys.stderr)
         return 2
+    command = f"{prog} {args.command}"
     try:
-        return args.run(args)
+        with sigterm_raises():
+            return args.run(args)
     except GraphvizNotFound as error:
-        print(f"{prog} {args.command}: error: {error}.\n"
+        print(f"{command}: error: {error}.\n"
               "To see the graph without Graphviz, use --dot: it prints the DOT text.",
               file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"\n{prog} {args.command}: interrupted", file=sys.stderr)
+        print(f"\n{command}: interrupted", file=sys.stderr)
         return 130
+    except Terminated:
+        print(f"\n{command}: terminated (SIGTERM)", file=sys.stderr)
+        return EXIT_SIGTERM
+    except BrokenPipeError:
+        # The reader of our output has gone (`... | head -2`): stop quietly, as
+        # Unix tools do when SIGPIPE ends them.
+        silence_closed_stdout()
+        return EXIT_SIGPIPE
+    except MemoryError:
+        print(f"{command}: error: out of memory; try smaller sizes (--hidden, --batch-size, "
+              "--batches) or free memory for it", file=sys.stderr)
+        return 1
+    except OSError as error:
+        if error.filename is None:  # not a file of the user's: a defect, keep its traceback
+            raise
+        print(f"{command}: error: {error.strerror or error}: {error.filename}", file=sys.stderr)
+        return 1

@@ -15,6 +15,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from dezero_mini import atomic
+from dezero_mini.cli_guard import output_target_problem
 from dezero_mini.contracts import contracts_at, get_stage, stages
 from dezero_mini.contracts.bench import BATCHES
 from dezero_mini.contracts.runner import DEFAULT_TIMEOUT, check_file
@@ -85,21 +87,26 @@ def run_start(args):
     """``start``: write the starting file of a stage; never overwrite one."""
     stage = get_stage(args.stage)
     folder = args.dir
-    if not folder.is_dir():
-        print(f"dezero_mini start: error: the folder {str(folder)!r} does not exist",
-              file=sys.stderr)
-        return 2
     target = folder / stage.file_name
+    problem = output_target_problem(target, (".py",))
+    if problem is not None:
+        print(f"dezero_mini start: error: DIR {str(folder)!r}: {problem}", file=sys.stderr)
+        return 2
+    exists = f"{target} exists already; not overwriting it. Move it away or give another folder."
     if target.exists():
-        print(f"dezero_mini start: error: {target} exists already; not overwriting it. "
-              "Move it away or give another folder.", file=sys.stderr)
+        print(f"dezero_mini start: error: {exists}", file=sys.stderr)
         return 2
     try:
         source = stage_path(max(stage.builds_on, 1))
     except ValueError as error:
         print(f"dezero_mini start: error: {error}", file=sys.stderr)
         return 2
-    target.write_text(start_header(stage, source.name) + source.read_text())
+    try:  # complete or absent, even when interrupted; never over a file made meanwhile
+        atomic.write_text(target, start_header(stage, source.name) + source.read_text(),
+                          overwrite=False)
+    except FileExistsError:
+        print(f"dezero_mini start: error: {exists}", file=sys.stderr)
+        return 2
     print(f"wrote {target}: {stage.label}, starting from {source.name}")
     print(f"when it is done: python -m dezero_mini check {stage.number} {target}")
     return 0
@@ -160,7 +167,7 @@ def add_start(commands, make_parser):
 
 
 def add_check(commands, make_parser):
-    from dezero_mini.cli import positive_float  # (cli imports this module)
+    from dezero_mini.cli import timeout_seconds  # (cli imports this module)
 
     known = ", ".join(str(stage.number) for stage in stages())
     parser = make_parser(commands, "check", "hold your stage file to its memory contract", (
@@ -179,7 +186,7 @@ def add_check(commands, make_parser):
     parser.add_argument("--json", action="store_true", help=(
         "print the results as JSON (for graders): the file, the stage, status, exit_code, "
         "and per contract its name, passed, expected, measured, hint"))
-    parser.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT,
+    parser.add_argument("--timeout", type=timeout_seconds, default=DEFAULT_TIMEOUT,
                         metavar="SECONDS", help=(
         "time allowed to load the file and to each contract (default: %(default)g)"))
     parser.add_argument("--batches", type=batch_count, default=BATCHES, metavar="N", help=(

@@ -50,24 +50,30 @@ objects and bytes per iteration, and the shortest chain from a named root to
 the largest surviving graph. After that, it reports again (for any loop)
 only when the live count has doubled. At the end it judges each loop the
 same way over its whole run and prints the largest leak (or, when nothing
-grows, the loop that went round most). Exit status: 0 when nothing grows, 1
-when something does, 2 when the script cannot be run (its own traceback is
-shown).
+grows, the loop that went round most). Exit status: the script's own when it
+fails (``sys.exit(3)``: 3; an uncaught exception: 1, with the script's
+traceback; ``sys.exit("message")``: 1, with the message), else 0 when nothing
+grows and 1 when something does; 2 when the script cannot be run at all
+(missing, or a syntax error). A script that ends with ``os._exit`` is judged
+at that call, before the process ends, so its verdict is never lost.
 """
 import ast
 import builtins
 import gc
+import os
 import sys
 import traceback
 import types
 from pathlib import Path
 
+from dezero_mini.cli_guard import Terminated
 from dezero_mini.memory.leaks import judge, report_between, survivors_between
 from dezero_mini.memory.tracking import Tracker
 
 UNIT = "iteration"
 HEADER = "=== dezero_mini leaks"
 ROUND = "__dezero_mini_leaks_round__"  # a dunder name: never shown as a root
+SCRIPT_FAILED = 1  # Python's exit status after an uncaught exception
 
 
 class _MarkLoopRounds(ast.NodeTransformer):
@@ -234,27 +240,84 @@ def run_leaks(args, out=None):
     sys.path.insert(0, str(path.resolve().parent))  # as `python SCRIPT` does
     sys.modules["__main__"] = module
     tracker = watch.tracker = Tracker(mark_on_backward=True, on_mark=watch.on_backward).start()
-    failure = None
+
+    def conclude(script_status):
+        """Judge the run, print the verdict; the exit status of the command."""
+        tracker.stop()
+        leak_status = _conclude(watch, tracker, path, namespaces, out)
+        return script_status or leak_status
+
+    failure, script_status = None, 0
+    real_exit = os._exit
+    os._exit = _judge_before_os_exit(real_exit, conclude, prog, args.script)
     try:
         exec(code, module.__dict__)
-    except SystemExit:
-        pass  # the script ended itself: judge what it did
-    except KeyboardInterrupt:
+    except SystemExit as ended:  # the script ended itself: judge what it did
+        script_status = _exit_status(ended)
+    except (KeyboardInterrupt, Terminated):  # the user stopped the command: not the script's error
         raise
     except BaseException as error:  # the script's own error: show its traceback
         failure = error
     finally:
+        os._exit = real_exit
         tracker.stop()
         sys.argv, sys.path[:] = saved[0], saved[1]
         if saved[2] is not None:
             sys.modules["__main__"] = saved[2]
         sys.stdout.flush()
     if failure is not None:
+        # Python's own status for an uncaught exception; the run was cut short,
+        # so the iterations are not judged.
         print(f"{prog}: error: {args.script} stopped with an exception:", file=sys.stderr)
         traceback.print_exception(type(failure), failure, failure.__traceback__.tb_next,
                                   file=sys.stderr)
-        return 2
+        return SCRIPT_FAILED
+    status = conclude(script_status)
+    if script_status:
+        print(f"{prog}: {args.script} exited with status {script_status}", file=sys.stderr)
+    return status
 
+
+def _exit_status(ended):
+    """The status ``python SCRIPT`` would exit with after ``SystemExit``
+    ``ended``; a message (``sys.exit("fatal: ...")``) is shown as Python does."""
+    code = ended.code
+    if code is None:
+        return 0
+    if isinstance(code, int):  # as the shell sees it: sys.exit(-1) is 255
+        return int(code) & 0xFF
+    print(code, file=sys.stderr)
+    return SCRIPT_FAILED
+
+
+def _judge_before_os_exit(real_exit, conclude, prog, script):
+    """A stand-in for ``os._exit`` while the script runs: ``os._exit`` ends the
+    process at once, with no ``finally`` and no return to this command. So the
+    command judges the iterations that ran, prints the verdict, and only then
+    exits, with the script's status or, when that is 0, the verdict's (a leak
+    report is never followed by exit 0). A child process made by ``fork``
+    exits as it asked."""
+    parent = os.getpid()
+
+    def judge_then_exit(status):
+        if os.getpid() != parent:
+            real_exit(status)
+        try:
+            sys.stdout.flush()
+            print(f"{prog}: {script} called os._exit({status}): the iterations up to there "
+                  "are judged now", file=sys.stderr, flush=True)
+            final = conclude(status)
+            sys.stdout.flush()
+            sys.stderr.flush()
+        except BaseException:  # the process ends now whatever happens; never with 0
+            final = status or SCRIPT_FAILED
+        real_exit(final)
+
+    return judge_then_exit
+
+
+def _conclude(watch, tracker, path, namespaces, out):
+    """Judge the whole run and print the verdict: 1 when something grows."""
     if gc.isenabled():
         gc.collect()
     series, slack = watch.final()

@@ -4,8 +4,12 @@ Both only drive the instruments of ``dezero_mini.memory`` (the recorder,
 the plot, the reference graph) the way the notebooks do, and print what a
 learner should look at.
 """
+from pathlib import Path
+
 import numpy as np
 
+from dezero_mini.atomic import atomic_write
+from dezero_mini.cli_guard import format_size, machine_memory, output_target_problem
 from dezero_mini.memory import (
     load_stage,
     plot_training,
@@ -15,12 +19,19 @@ from dezero_mini.memory import (
     watch,
 )
 from dezero_mini.memory.probes import collector
+from dezero_mini.memory.recorder import SIGNALS
 from dezero_mini.memory.refgraph import format_bytes
 from dezero_mini.progress import ProgressLine
 
 #: The stages that ``memory`` compares when none is named: the first stage
 #: of the course against the finished framework.
 DEFAULT_STAGES = ("1", "dezero_mini")
+#: Where ``graph`` draws when no --out is given. A Path, not a string, so that
+#: argparse does not check it: with --dot nothing is written, and a folder the
+#: user cannot write to is no error then; run_graph checks it otherwise.
+DEFAULT_GRAPH_OUT = Path("graph.svg")
+#: What one batch adds to a record: one 8-byte number per signal.
+RECORD_BYTES_PER_BATCH = 8 * len(SIGNALS)
 
 
 # --- memory ----------------------------------------------------------------------------
@@ -34,6 +45,17 @@ def run_memory(args):
     groups = args.stage or [[load_stage(stage) for stage in DEFAULT_STAGES]]
     modules = unique(module for group in groups for module in group)
     csv_paths = csv_paths_for(args.csv or args.out.with_suffix(".csv"), modules)
+    for path in csv_paths:  # the names made from --out or --csv: checked before the run too
+        problem = output_target_problem(path, (".csv",))
+        if problem is not None:
+            args.parser.error(f"--csv {path}: {problem}")
+    memory = machine_memory()
+    needed = args.batches * RECORD_BYTES_PER_BATCH
+    if memory and needed > memory:
+        args.parser.error(
+            f"--batches {args.batches} needs about {format_size(needed)} to record "
+            f"({RECORD_BYTES_PER_BATCH} bytes per batch); this machine has "
+            f"{format_size(memory)}: at most {memory // RECORD_BYTES_PER_BATCH:,} batches fit")
     records = []
     for module, csv_path in zip(modules, csv_paths):
         print(f"recording {stage_label(module)}: {args.batches} batches ...", flush=True)
@@ -50,7 +72,8 @@ def run_memory(args):
         records.append(record)
         print(record.report(label=False))
     figure = plot_training(records)
-    figure.savefig(args.out, dpi=120)
+    with atomic_write(args.out) as file:
+        figure.savefig(file, format=args.out.suffix.lower().lstrip("."), dpi=120)
     plt.close(figure)  # pyplot keeps every open figure alive
     for path in (args.out, *csv_paths):
         print(f"wrote {path}")
@@ -106,6 +129,10 @@ def example_names(module):
 
 def run_graph(args):
     """``graph``: build the example, optionally let go of ``y``, draw it."""
+    if not args.dot and args.out is DEFAULT_GRAPH_OUT:
+        problem = output_target_problem(args.out, (DEFAULT_GRAPH_OUT.suffix,))
+        if problem is not None:
+            args.parser.error(f"--out {args.out}: {problem}")
     title = f"{stage_label(args.stage)}: y = sigmoid(x @ W + b)"
     # With the collector off, the garbage of a reference cycle (stage 02)
     # stays to be drawn instead of vanishing at a random moment.

@@ -21,6 +21,7 @@ import numpy.random  # noqa: F401
 import dezero_mini
 import dezero_mini.functions as F
 from dezero_mini import DataLoader, no_grad, optimizers, test_mode
+from dezero_mini.cli_guard import format_size, machine_memory
 from dezero_mini.datasets import MNIST, MNISTSample, SinCurve, Spiral
 from dezero_mini.memory import count_live_objects
 from dezero_mini.memory.probes import tracing
@@ -46,6 +47,7 @@ DEFAULT_LR = {"sgd": 0.3, "momentum": 0.1, "adagrad": 0.1, "adam": 0.01}
 class Task:
     """A dataset and how to learn it.
 
+    inputs: the width of one sample (784 pixels for MNIST).
     outputs: the width of the last layer (classes, or 1 for regression).
     classify: softmax cross-entropy and accuracy when True, mean squared
         error alone when False.
@@ -53,6 +55,7 @@ class Task:
     """
 
     name: str
+    inputs: int
     outputs: int
     classify: bool
     epochs: int
@@ -71,11 +74,61 @@ class Task:
 # (one BLAS thread, a busy 2-core machine) and reach 95-97% on them, 90-93% on
 # the 1,000 test digits (seeds 0 and 1, 30,30 relu, adam 0.01).
 TASKS = {
-    "mnist-sample": Task("mnist-sample", outputs=10, classify=True, epochs=5, batch_size=100),
-    "spiral": Task("spiral", outputs=3, classify=True, epochs=100, batch_size=30),
-    "sincurve": Task("sincurve", outputs=1, classify=False, epochs=100, batch_size=30),
-    "mnist": Task("mnist", outputs=10, classify=True, epochs=3, batch_size=100),
+    "mnist-sample": Task("mnist-sample", inputs=784, outputs=10, classify=True, epochs=5,
+                         batch_size=100),
+    "spiral": Task("spiral", inputs=2, outputs=3, classify=True, epochs=100, batch_size=30),
+    "sincurve": Task("sincurve", inputs=1, outputs=1, classify=False, epochs=100,
+                     batch_size=30),
+    "mnist": Task("mnist", inputs=784, outputs=10, classify=True, epochs=3, batch_size=100),
 }
+
+# Bytes per weight while training, float32: the weight and its gradient, the
+# optimizer's state (arrays of the weight's shape: Adam 2, momentum and
+# AdaGrad 1, SGD none) and about three temporaries of the same shape while
+# backward and the update run; at initialisation, NumPy's float64 random
+# draw, its scaled copy and the float32 result (20 bytes) are alive at once.
+FLOAT32_BYTES = 4
+OPTIMIZER_STATE = {"sgd": 0, "momentum": 1, "adagrad": 1, "adam": 2}
+TEMPORARIES = 3
+INIT_BYTES_PER_WEIGHT = 20
+# Per activation value of a batch: the layer's output, the activation's
+# output and their gradients, kept or made during backward.
+ARRAYS_PER_ACTIVATION = 4
+
+
+def training_bytes(task, hidden, optimizer, batch_size, samples):
+    """An estimate of the peak bytes of training an MLP (``hidden`` widths)
+    on ``samples`` samples: weights with their gradients, optimizer state and
+    temporaries, and the activations of one batch."""
+    widths = (task.inputs, *hidden, task.outputs)
+    weights = sum(fan_in * fan_out + fan_out for fan_in, fan_out in zip(widths, widths[1:]))
+    per_weight = max(FLOAT32_BYTES * (2 + OPTIMIZER_STATE[optimizer] + TEMPORARIES),
+                     INIT_BYTES_PER_WEIGHT)
+    rows = min(batch_size, samples)
+    activations = rows * sum(widths[1:]) * FLOAT32_BYTES * ARRAYS_PER_ACTIVATION
+    return weights * per_weight + activations
+
+
+def too_big_message(task, hidden, optimizer, batch_size, samples, available):
+    """None when training fits in ``available`` bytes; else the message that
+    says how much it needs and the widest layer that would fit."""
+    needed = training_bytes(task, hidden, optimizer, batch_size, samples)
+    if needed <= available:
+        return None
+    widest = max(range(len(hidden)), key=lambda i: hidden[i])
+
+    def with_width(width):
+        return training_bytes(task, hidden[:widest] + (width,) + hidden[widest + 1:], optimizer,
+                              batch_size, samples)
+
+    base, per_unit = with_width(0), with_width(1) - with_width(0)  # linear in one width
+    fits = max(0, int((available - base) // per_unit))
+    sizes = ",".join(str(width) for width in hidden)
+    advice = (f"at most {fits:,} fits in that layer with the others as given" if fits else
+              "the other layers are too wide already")
+    return (f"--hidden {sizes} needs about {format_size(needed)} of memory to train "
+            f"(float32 weights with their gradients and {optimizer}'s state); this machine "
+            f"has {format_size(available)}: {advice}")
 
 
 # --- Data -------------------------------------------------------------------------------
@@ -218,8 +271,8 @@ def train(task, train_set, test_set=None, *, epochs=None, batch_size=None, hidde
         results["peak_traced"] = tracemalloc.get_traced_memory()[1]
     print_summary(results, stream)
     if save is not None:
-        model.save_weights(save)
-        print(f"saved the weights to {save}", file=stream)
+        written = model.save_weights(save)
+        print(f"saved the weights to {written}", file=stream)
     return results
 
 
@@ -265,6 +318,12 @@ def run_train(args):
         except (OSError, ValueError) as error:  # missing, unreadable, broken or altered files
             option = "--data-dir" if args.data_dir is not None else f"--dataset {task.name}"
             args.parser.error(f"{option}: {error}")
+        memory = machine_memory()
+        batch_size = args.batch_size or task.batch_size
+        too_big = memory and too_big_message(task, args.hidden, args.optimizer, batch_size,
+                                              len(train_set), memory)
+        if too_big:
+            args.parser.error(too_big)
         if test_set is None:
             print(f"no test set: {args.data_dir} has no t10k- files, so only the training "
                   "set is measured")

@@ -8,12 +8,17 @@ Memory: a Layer remembers the Variables of its last call only through weak
 references (``layer.inputs`` / ``layer.outputs``). A model that is kept alive
 between batches therefore never keeps the last batch's graph alive with it.
 """
+import io
 import os
 import weakref
+import zipfile
+import zlib
 
 import numpy as np
 
 from dezero_mini import functions as F
+from dezero_mini import atomic
+from dezero_mini.atomic import deferred_signals
 from dezero_mini.core import Parameter
 from dezero_mini.utils import pair
 
@@ -108,7 +113,11 @@ class Layer:
 
     def save_weights(self, path):
         """Write every parameter to the ``.npz`` file ``path`` under its
-        attribute path (``"l1/W"``). Plain arrays only: no pickle."""
+        attribute path (``"l1/W"``). Plain arrays only: no pickle. Returns the
+        path written: ``path`` itself when it ends in ``.npz`` (in any case,
+        ``W.NPZ`` too), else ``path`` with ``.npz`` added, as NumPy and DeZero do.
+        The file is replaced only once it is complete: an interrupt leaves the
+        old one as it was."""
         arrays = {}
         for key, param in self._named_params().items():
             if param.data is None:
@@ -118,46 +127,86 @@ class Layer:
                     "pass before saving)"
                 )
             arrays[key] = param.data
-        try:
-            np.savez_compressed(path, **arrays)
-        except BaseException:
-            # Do not leave half a file that a later load_weights would trip over.
-            target = os.fspath(path)
-            if not target.endswith(".npz"):
-                target += ".npz"
-            if os.path.exists(target):
-                os.remove(target)
-            raise
+        target = weights_path(path)
+        archive = io.BytesIO()
+        with deferred_signals():  # an interrupt inside NumPy's zip writer becomes a ValueError
+            np.savez_compressed(archive, **arrays)
+        atomic.write_bytes(target, archive.getbuffer())
+        return target
 
     def load_weights(self, path):
         """Set every parameter from the ``.npz`` file ``path`` that
         ``save_weights`` wrote. Nothing changes unless every key is present with
-        the right shape (a parameter of a lazy layer not yet called takes the
-        shape from the file)."""
+        the shape and the dtype of its parameter (a parameter of a lazy layer not
+        yet called takes the shape from the file, and must get floating-point
+        values). A file that is not a complete weights file (empty, cut short,
+        another format) raises ValueError naming it; pickled data is never loaded."""
         params_dict = self._named_params()
-        with np.load(path, allow_pickle=False) as npz:
-            missing = [k for k in params_dict if k not in npz.files]
-            if missing:
-                raise KeyError(
-                    f"load_weights: {os.fspath(path)!r} has no array for parameter(s) "
-                    f"{missing}; it holds {sorted(npz.files)}"
-                )
-            unexpected = sorted(set(npz.files) - set(params_dict))
-            if unexpected:
-                raise KeyError(
-                    f"load_weights: {os.fspath(path)!r} holds array(s) {unexpected} that "
-                    f"match no parameter of this {type(self).__name__}; its parameters "
-                    f"are {list(params_dict)}"
-                )
-            arrays = {k: npz[k] for k in params_dict}
+        arrays = read_weights(path, params_dict, type(self).__name__)
         for key, param in params_dict.items():
-            if param.data is not None and arrays[key].shape != param.data.shape:
+            found = arrays[key]
+            if param.data is not None and found.shape != param.data.shape:
                 raise ValueError(
                     f"load_weights: parameter {key!r} has shape {param.data.shape}, "
-                    f"the file has {arrays[key].shape}"
+                    f"the file {os.fspath(path)!r} has {found.shape}"
+                )
+            expected = param.data.dtype if param.data is not None else None
+            if expected is not None and found.dtype != expected:
+                raise ValueError(
+                    f"load_weights: parameter {key!r} is {expected}, the file "
+                    f"{os.fspath(path)!r} has {found.dtype}; save the weights from a model "
+                    f"of the same dtype, or convert the file's arrays with astype({expected})"
+                )
+            if expected is None and not np.issubdtype(found.dtype, np.floating):
+                raise ValueError(
+                    f"load_weights: parameter {key!r} needs floating-point values, the file "
+                    f"{os.fspath(path)!r} has {found.dtype}"
                 )
         for key, param in params_dict.items():
             param.data = arrays[key]
+
+
+def weights_path(path):
+    """The name ``save_weights`` writes for ``path``: itself when it ends in
+    ``.npz`` (any case), else with ``.npz`` added."""
+    text = os.fspath(path)
+    if text.lower().endswith(".npz"):
+        return path
+    return text + ".npz"
+
+
+def read_weights(path, params_dict, owner):
+    """``{key: array}`` for every key of ``params_dict`` from the ``.npz`` file
+    ``path``; KeyError for a missing or an unexpected array, ValueError (naming
+    the file) for a file that is not a complete, pickle-free ``.npz``."""
+    name = os.fspath(path)
+    try:
+        with open(path, "rb") as file:
+            if not zipfile.is_zipfile(file):
+                size = os.fstat(file.fileno()).st_size
+                raise ValueError("empty file" if size == 0 else
+                                 f"{size} bytes that are not a .npz archive")
+            file.seek(0)
+            with np.load(file, allow_pickle=False) as npz:
+                missing = [k for k in params_dict if k not in npz.files]
+                if missing:
+                    raise KeyError(
+                        f"load_weights: {name!r} has no array for parameter(s) "
+                        f"{missing}; it holds {sorted(npz.files)}"
+                    )
+                unexpected = sorted(set(npz.files) - set(params_dict))
+                if unexpected:
+                    raise KeyError(
+                        f"load_weights: {name!r} holds array(s) {unexpected} that "
+                        f"match no parameter of this {owner}; its parameters "
+                        f"are {list(params_dict)}"
+                    )
+                return {k: npz[k] for k in params_dict}
+    except KeyError:
+        raise
+    except (ValueError, EOFError, zipfile.BadZipFile, zlib.error) as error:
+        raise ValueError(f"load_weights: {name!r} is not a weights file written by "
+                         f"save_weights: {error or type(error).__name__}") from None
 
 
 class Linear(Layer):

@@ -34,6 +34,7 @@ except ImportError:  # run from a checkout without `pip install -e .`
 
 import matplotlib.pyplot as plt  # noqa: E402
 
+from dezero_mini.atomic import atomic_write  # noqa: E402
 from dezero_mini.memory import STAGES, load_stage, plot_training, record_training  # noqa: E402
 
 DEFAULT_OUT = ROOT / "notebooks" / "figures" / "memory_stages.png"
@@ -99,7 +100,8 @@ def main(argv=None) -> int:
             gc.enable()
     fig = draw(records, args.batches)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(args.out, dpi=args.dpi, metadata={"Software": None})
+    with atomic_write(args.out) as file:
+        fig.savefig(file, format=args.out.suffix.lstrip(".").lower() or "png", dpi=args.dpi, metadata={"Software": None})
     plt.close(fig)
     size = args.out.stat().st_size
     print(f"wrote {args.out} ({size / 1024:.0f} KiB)")

@@ -17,6 +17,7 @@ import tracemalloc
 
 import numpy as np
 
+from dezero_mini.atomic import atomic_write
 from dezero_mini.memory.counting import count_live_objects
 from dezero_mini.memory.probes import GcWatch, collector, kwargs_text, rss_reader, tracing, trim_heap
 from dezero_mini.memory.stages import load_stage, stage_label
@@ -88,7 +89,7 @@ class TrainingRecord:
         """Write a header and one row per batch (``batch`` first, then the
         recorded signals). Floats are written exactly (``repr``)."""
         columns = [name for name in SIGNALS if getattr(self, name) is not None]
-        with open(path, "w", newline="") as f:
+        with atomic_write(path, "w", newline="") as f:
             writer = csv.writer(f)
             writer.writerow(["batch", *columns])
             for i in range(self.batches):

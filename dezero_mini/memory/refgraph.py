@@ -28,6 +28,8 @@ import weakref
 from collections import deque, namedtuple
 from pathlib import Path
 
+from dezero_mini import atomic
+
 __all__ = [
     "Edge",
     "GraphvizNotFound",
@@ -611,9 +613,9 @@ class ReferenceGraph:
         path = Path(path)
         fmt = path.suffix.lower().lstrip(".")
         if fmt in ("dot", "gv"):
-            path.write_text(self.source, encoding="utf-8")
+            atomic.write_text(path, self.source)
         elif fmt in ("svg", "png", "pdf"):
-            path.write_bytes(self._pipe(fmt))
+            atomic.write_bytes(path, self._pipe(fmt))
         else:
             raise ValueError(f"save: unknown format {path.suffix!r}; use .svg, .png, .pdf or .dot")
         return path

@@ -42,6 +42,8 @@ import sys
 import textwrap
 from pathlib import Path
 
+from dezero_mini import atomic
+
 MIB = 1024 * 1024
 
 # The pip package of each optional tool (the import name can differ).
@@ -232,7 +234,7 @@ def _mprun(line):
     show_results(profiler, out)
     print(out.getvalue().rstrip())
     if text_file:
-        Path(text_file).write_text(out.getvalue())
+        atomic.write_text(text_file, out.getvalue())
 
 
 def line_increments(profile_text, *fragments):
@@ -302,7 +304,7 @@ def write_leaking_script(folder, *, stage=7, batches=40, batch_size=256):
     folder.mkdir(parents=True, exist_ok=True)
     doc, line = _LOOP_LINES["framework" if stage in (1, 2) else "user"]
     path = folder / "leaking_loop.py"
-    path.write_text(LEAKING_SCRIPT.format(doc=doc, stage=stage, batches=batches, batch_size=batch_size, line=line))
+    atomic.write_text(path, LEAKING_SCRIPT.format(doc=doc, stage=stage, batches=batches, batch_size=batch_size, line=line))
     return path
 
 

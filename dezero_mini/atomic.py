@@ -1,0 +1,152 @@
+"""Writes that an interrupt cannot destroy: every file dezero_mini writes goes through here.
+
+``with atomic_write(path) as f: ...`` gives a file object opened on a new
+temporary file in ``path``'s own folder (so that the final rename stays on one
+file system). Only when the block ends without an exception is the file
+flushed, synced to disk and renamed over ``path`` (``os.replace``: one step,
+readers see the old file or the new one, never half of one). When the block
+raises anything, KeyboardInterrupt and the exception that the command line
+turns SIGTERM into included, the temporary file is removed and ``path`` is
+left exactly as it was.
+
+What it cannot protect against is SIGKILL or a power cut between the write
+and the rename: then a ``.NAME.*.tmp`` file may stay behind next to the
+target, which is still intact.
+
+Test hook: when the environment variable ``DEZERO_MINI_SLOW_WRITE`` holds a
+number of seconds, every write sleeps that long after the data is written and
+before the rename, so that a test can send a real signal to a real process in
+the middle of a write and find out what is left on disk.
+"""
+import contextlib
+import errno
+import os
+import secrets
+import signal
+import threading
+import time
+from pathlib import Path
+
+#: The environment variable of the test hook (seconds to sleep before the rename).
+SLOW_WRITE_ENV = "DEZERO_MINI_SLOW_WRITE"
+TEMPORARY_SUFFIX = ".tmp"
+
+
+def temporary_prefix(path):
+    """How the temporary files of a write to ``path`` begin (``.w.npz.``)."""
+    return f".{Path(path).name}."
+
+
+@contextlib.contextmanager
+def atomic_write(path, mode="wb", *, overwrite=True, encoding=None, newline=None):
+    """Open a temporary file that becomes ``path`` when the block succeeds.
+
+    mode: ``"wb"`` (bytes) or ``"w"`` (text, with ``encoding`` and ``newline``
+        as for ``open``).
+    overwrite: when False, an existing ``path`` is never replaced (the rename
+        is a hard link that fails if the name exists): FileExistsError.
+    """
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_write: mode must be 'w' or 'wb', got {mode!r}")
+    target = Path(path)
+    folder = target.parent
+    # The name is chosen before the file is made, so that an interrupt that
+    # lands while it is being made still knows what to remove (with mkstemp,
+    # a signal between the creation and the return would leave it behind).
+    temporary = None
+    try:
+        while temporary is None:
+            name = temporary_prefix(target) + secrets.token_hex(8) + TEMPORARY_SUFFIX
+            temporary = candidate = folder / name
+            try:  # 0o666 less the umask, as a plain open() gives
+                fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            except FileExistsError:  # another write's name (1 in 2**64): not ours to remove
+                temporary = None
+        _keep_permissions_of(target, fd)
+        with os.fdopen(fd, mode, encoding=encoding, newline=newline) as file:
+            yield file
+            file.flush()
+            os.fsync(file.fileno())
+        _sleep_for_tests()
+        if overwrite:
+            os.replace(temporary, target)
+        else:
+            _rename_unless_taken(temporary, target)
+    except BaseException:
+        if temporary is not None:
+            with contextlib.suppress(OSError):
+                os.remove(temporary)
+        raise
+    _sync_folder(folder)
+
+
+def _rename_unless_taken(temporary, target):
+    """Give ``temporary`` the name ``target`` unless a file has it: a hard
+    link fails when the name exists (no window between the check and the
+    rename); where the file system has no hard links, check, then rename."""
+    try:
+        os.link(temporary, target)
+    except FileExistsError:
+        raise
+    except OSError:  # no hard links here (some network and FAT file systems)
+        if os.path.lexists(target):
+            raise FileExistsError(errno.EEXIST, "File exists", os.fspath(target)) from None
+        os.replace(temporary, target)
+    else:
+        os.remove(temporary)
+
+
+def write_bytes(path, data, **options):
+    """Write ``data`` (bytes) to ``path`` atomically; returns ``path``."""
+    with atomic_write(path, "wb", **options) as file:
+        file.write(data)
+    return path
+
+
+def write_text(path, text, encoding="utf-8", **options):
+    """Write ``text`` to ``path`` atomically; returns ``path``."""
+    with atomic_write(path, "w", encoding=encoding, **options) as file:
+        file.write(text)
+    return path
+
+
+@contextlib.contextmanager
+def deferred_signals(signals=(signal.SIGINT, signal.SIGTERM)):
+    """Hold SIGINT and SIGTERM back during the block; one that arrived is
+    delivered as soon as it ends. For short work in memory that an interrupt
+    would leave in a state that raises a second, misleading error (NumPy's
+    ``savez`` turns a KeyboardInterrupt in its zip writer into a ValueError).
+    Only in the main thread on POSIX; elsewhere nothing is held back."""
+    can_mask = (hasattr(signal, "pthread_sigmask")
+                and threading.current_thread() is threading.main_thread())
+    if not can_mask:
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signals)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _keep_permissions_of(target, fd):
+    """Give the new file the permissions of the file it replaces (a new
+    name keeps those of a plain ``open``)."""
+    with contextlib.suppress(OSError, AttributeError):  # fchmod: not on Windows
+        os.fchmod(fd, os.stat(target).st_mode & 0o7777)
+
+
+def _sleep_for_tests():
+    seconds = os.environ.get(SLOW_WRITE_ENV)
+    if seconds:
+        time.sleep(float(seconds))
+
+
+def _sync_folder(folder):
+    """Make the rename itself durable (POSIX: sync the folder's entry)."""
+    with contextlib.suppress(OSError, AttributeError):
+        fd = os.open(folder, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -1,0 +1,181 @@
+"""The command line under hostile input: every case one clear line, no traceback.
+
+One table per family of bad input, each row: the command line, the exit
+status, and words that the error must contain (the option and the value, or
+what went wrong). Output targets are checked when the arguments are read,
+before any training; sizes that cannot fit are refused with an estimate; a
+closed stdout, SIGTERM and a MemoryError end the command in one line.
+Files must not appear when a command refuses to run.
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from dezero_mini import cli, cli_guard, cli_memory, cli_train
+
+GB = 10**9
+
+
+def run(capsys, *argv):
+    """``cli.main(argv)``: (exit code, stdout, stderr), also when argparse exits."""
+    try:
+        code = cli.main([str(arg) for arg in argv])
+    except SystemExit as stop:
+        code = stop.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture
+def place(tmp_path, monkeypatch):
+    """A working folder with a folder named like each output file (``dir.npz``,
+    ``dir.png``, ...), a plain file ``file``, a machine of 8 GB, and no
+    training: the cases are refused before it."""
+    monkeypatch.chdir(tmp_path)
+    for name in ("dir.npz", "dir.png", "dir.svg", "dir.csv", "dir.dot", "graph.svg"):
+        (tmp_path / name).mkdir()
+    (tmp_path / "file").write_text("a file, not a folder\n")
+    monkeypatch.setattr(cli_guard, "machine_memory", lambda: 8 * GB)
+    monkeypatch.setattr(cli_train, "machine_memory", lambda: 8 * GB)
+    monkeypatch.setattr(cli_memory, "machine_memory", lambda: 8 * GB)
+
+    def no_run(*args, **kwargs):  # a case that is not refused must not train for hours
+        raise AssertionError("the command started its work instead of refusing the input")
+
+    monkeypatch.setattr(cli_train, "train", no_run)
+    monkeypatch.setattr(cli_memory, "record_training", no_run)
+    return tmp_path
+
+
+TRAIN = ["train", "--dataset", "spiral", "--epochs", "1"]
+MEMORY = ["memory", "--stage", "dezero_mini", "--batches", "2"]
+
+# (command line, exit status, words the error must contain)
+BAD_TARGETS = [
+    ([*TRAIN, "--save", "dir.npz"], 2, ["--save", "'dir.npz' is a folder"]),
+    ([*TRAIN, "--save", "file/w.npz"], 2, ["--save", "'file' is a file, not a folder"]),
+    ([*TRAIN, "--save", "missing/w.npz"], 2, ["--save", "'missing' does not exist"]),
+    ([*TRAIN, "--save", "w.pkl"], 2, ["--save", ".npz", "'w.pkl'"]),
+    ([*TRAIN, "--save", ""], 2, ["--save", "must end in .npz, got ''"]),
+    ([*TRAIN, "--save", ".npz"], 2, ["--save", "needs a name before .npz"]),
+    ([*MEMORY, "--out", "dir.png"], 2, ["--out", "'dir.png' is a folder"]),
+    ([*MEMORY, "--out", "file/m.png"], 2, ["--out", "'file' is a file"]),
+    ([*MEMORY, "--csv", "dir.csv"], 2, ["--csv", "'dir.csv' is a folder"]),
+    ([*MEMORY, "--csv", "missing/m.csv"], 2, ["--csv", "'missing' does not exist"]),
+    # the CSV name made from --out: checked before the run as well
+    ([*MEMORY, "--out", "dir.svg"], 2, ["--out", "'dir.svg' is a folder"]),
+    ([*MEMORY, "--out", "ok.png", "--csv", "dir.csv"], 2, ["--csv", "folder"]),
+    (["graph", "--out", "dir.svg"], 2, ["--out", "'dir.svg' is a folder"]),
+    (["graph", "--out", "dir.dot"], 2, ["--out", "'dir.dot' is a folder"]),
+    (["graph", "--out", "missing/g.dot"], 2, ["--out", "'missing' does not exist"]),
+    (["graph"], 2, ["--out graph.svg", "'graph.svg' is a folder"]),  # the default, checked too
+    (["start", "3", "file"], 2, ["DIR 'file'", "is a file, not a folder"]),
+    (["start", "3", "missing"], 2, ["DIR 'missing'", "does not exist"]),
+]
+
+BAD_NUMBERS = [
+    (["check", "3", "x.py", "--timeout", "1e300"], 2, ["--timeout", "at most", "'1e300'"]),
+    (["check", "3", "x.py", "--timeout", "inf"], 2, ["--timeout", "'inf'"]),
+    (["check", "3", "x.py", "--timeout", "-1"], 2, ["--timeout", "'-1'"]),
+    (["train", "--lr", "1e400"], 2, ["--lr", "'1e400'"]),
+    (["train", "--epochs", "9" * 5000], 2, ["--epochs", "whole number"]),
+    ([*TRAIN, "--hidden", "100000,100000"], 2,
+     ["--hidden 100000,100000 needs about 280 GB", "has 8 GB", "fits in that layer"]),
+    ([*TRAIN, "--hidden", "1000000,1000"], 2, ["--hidden 1000000,1000 needs about 29 GB", "at most"]),
+    ([*MEMORY[:-2], "--batches", 10**12], 2,
+     ["--batches 1000000000000 needs about 80 TB", "at most 100,000,000 batches fit"]),
+]
+
+
+@pytest.mark.parametrize("argv, status, words", BAD_TARGETS + BAD_NUMBERS,
+                         ids=lambda value: " ".join(map(str, value))[:60]
+                         if isinstance(value, list) else None)
+def test_bad_input_is_one_clear_line_before_any_work(capsys, place, argv, status, words):
+    before = sorted(os.listdir(place))
+    code, out, err = run(capsys, *argv)
+    assert code == status, err
+    assert "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    for word in words:
+        assert word in last, last
+    assert out == ""  # refused before anything ran
+    assert sorted(os.listdir(place)) == before  # and nothing written
+
+
+def test_a_folder_the_user_cannot_write_to_is_refused(capsys, place, monkeypatch):
+    # (the tests may run as root, who can write everywhere: ask os.access)
+    locked = place / "locked"
+    locked.mkdir()
+    real_access = os.access
+    monkeypatch.setattr(cli_guard.os, "access",
+                        lambda path, mode: False if os.fspath(path) == "locked"
+                        else real_access(path, mode))
+    for argv, option in [([*TRAIN, "--save", "locked/w.npz"], "--save"),
+                         ([*MEMORY, "--out", "locked/m.png"], "--out"),
+                         (["graph", "--out", "locked/g.svg"], "--out"),
+                         (["start", "3", "locked"], "DIR")]:
+        code, out, err = run(capsys, *argv)
+        assert code == 2 and "Traceback" not in err
+        assert option in err and "'locked' is not writable" in err, err
+    assert os.listdir(locked) == []
+
+
+def test_graph_dot_writes_nothing_so_its_default_file_is_not_checked(capsys, place):
+    code, out, err = run(capsys, "graph", "--dot")  # graph.svg is a folder here
+    assert code == 0, err
+    assert out.startswith("digraph")
+
+
+def test_the_size_estimate_is_what_the_message_says():
+    task = cli_train.TASKS["spiral"]
+    # 2 -> 100000 -> 100000 -> 3: the weights and biases, 28 bytes each with adam
+    weights = 2 * 100_000 + 100_000 + 100_000 * 100_000 + 100_000 + 100_000 * 3 + 3
+    activations = 30 * (100_000 + 100_000 + 3) * 4 * 4
+    assert cli_train.training_bytes(task, (100_000, 100_000), "adam", 30, 300) == (
+        weights * 28 + activations)
+    message = cli_train.too_big_message(task, (100_000, 100_000), "adam", 30, 300, 8 * GB)
+    fits = int(message.rsplit("at most ", 1)[1].split()[0].replace(",", ""))
+    # the width said to fit does fit, and one more does not
+    assert cli_train.training_bytes(task, (fits, 100_000), "adam", 30, 300) <= 8 * GB
+    assert cli_train.training_bytes(task, (fits + 1, 100_000), "adam", 30, 300) > 8 * GB
+    assert cli_train.too_big_message(task, (30, 30), "adam", 30, 300, 8 * GB) is None
+
+
+# --- How a command ends --------------------------------------------------------------------
+def test_a_memory_error_anywhere_is_one_line_and_exit_1(capsys, place, monkeypatch):
+    def train(*args, **kwargs):
+        raise MemoryError()
+
+    monkeypatch.setattr(cli_train, "train", train)
+    code, out, err = run(capsys, *TRAIN)
+    assert code == 1
+    assert "Traceback" not in err
+    assert err.strip() == ("dezero_mini train: error: out of memory; try smaller sizes "
+                           "(--hidden, --batch-size, --batches) or free memory for it")
+
+
+def test_an_os_error_on_a_users_file_is_one_line(capsys, place, monkeypatch):
+    def full_disk(*args, **kwargs):
+        raise OSError(28, "No space left on device", "w.npz")
+
+    monkeypatch.setattr(cli_train, "train", full_disk)
+    code, _, err = run(capsys, *TRAIN, "--save", "w.npz")
+    assert code == 1 and "Traceback" not in err
+    assert err.strip() == "dezero_mini train: error: No space left on device: w.npz"
+
+
+def test_a_closed_stdout_ends_quietly_like_a_unix_tool(tmp_path):
+    """``train | head -2``: head closes the pipe after two lines."""
+    command = [sys.executable, "-m", "dezero_mini", "train", "--dataset", "spiral",
+               "--epochs", "30"]
+    train = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             cwd=tmp_path)
+    head = subprocess.run(["head", "-2"], stdin=train.stdout, capture_output=True, timeout=120)
+    train.stdout.close()  # only head holds the pipe's reading end now
+    err = train.stderr.read().decode()
+    code = train.wait(timeout=120)
+    assert head.stdout.decode().startswith("training an MLP")
+    assert code == cli_guard.EXIT_SIGPIPE, err
+    assert err == ""  # no BrokenPipeError, no "Exception ignored"

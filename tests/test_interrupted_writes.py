@@ -1,0 +1,135 @@
+"""Writes that an interrupt cannot destroy (``dezero_mini.atomic``).
+
+The in-process cases raise inside the write; the process cases run the real
+command, wait until its temporary file exists, and send a real SIGINT or
+SIGTERM while the write is in progress. The test hook
+``DEZERO_MINI_SLOW_WRITE`` (seconds) makes every write sleep between the data
+and the rename, so the signal lands in the middle of the write every time.
+After each: the old file is byte for byte what it was, and no temporary file
+is left.
+"""
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from dezero_mini import atomic
+from dezero_mini.cli_guard import EXIT_SIGTERM
+
+OLD = b"the old file, which must survive\n"
+
+
+def temporaries(folder):
+    return sorted(name for name in os.listdir(folder) if name.endswith(atomic.TEMPORARY_SUFFIX))
+
+
+# --- In this process ------------------------------------------------------------------------
+@pytest.mark.parametrize("error", [KeyboardInterrupt, RuntimeError, MemoryError])
+def test_an_exception_in_the_middle_keeps_the_old_file(tmp_path, error):
+    target = tmp_path / "w.npz"
+    target.write_bytes(OLD)
+    with pytest.raises(error):
+        with atomic.atomic_write(target) as file:
+            file.write(b"half of the new")
+            raise error()
+    assert target.read_bytes() == OLD
+    assert temporaries(tmp_path) == []
+
+
+def test_a_complete_write_replaces_the_file_and_keeps_its_permissions(tmp_path):
+    target = tmp_path / "notes.txt"
+    target.write_bytes(OLD)
+    target.chmod(0o640)
+    atomic.write_text(target, "new text\n")
+    assert target.read_text() == "new text\n"
+    assert target.stat().st_mode & 0o777 == 0o640
+    assert temporaries(tmp_path) == []
+
+
+def test_a_new_file_gets_the_permissions_of_a_plain_open(tmp_path):
+    atomic.write_bytes(tmp_path / "new.bin", b"x")
+    with open(tmp_path / "plain.bin", "wb") as file:
+        file.write(b"x")
+    assert (tmp_path / "new.bin").stat().st_mode == (tmp_path / "plain.bin").stat().st_mode
+
+
+def test_without_overwrite_an_existing_file_is_never_replaced(tmp_path):
+    target = tmp_path / "step03.py"
+    target.write_bytes(OLD)
+    with pytest.raises(FileExistsError):
+        atomic.write_text(target, "new", overwrite=False)
+    assert target.read_bytes() == OLD
+    assert temporaries(tmp_path) == []
+
+
+# --- Real processes, real signals -------------------------------------------------------------
+MEMORY = ["memory", "--stage", "dezero_mini", "--batches", "2"]
+# (command after `python -m dezero_mini`, the file whose write is interrupted,
+#  the files that exist before, the signal, the exit status)
+INTERRUPTS = [
+    (["train", "--dataset", "spiral", "--epochs", "1", "--save", "w.npz"], "w.npz",
+     ["w.npz"], signal.SIGINT, 130),
+    (["train", "--dataset", "spiral", "--epochs", "1", "--save", "w.npz"], "w.npz",
+     ["w.npz"], signal.SIGTERM, EXIT_SIGTERM),
+    ([*MEMORY, "--out", "m.svg"], "m.csv", ["m.csv", "m.svg"], signal.SIGINT, 130),
+    ([*MEMORY, "--out", "m.svg"], "m.csv", ["m.csv", "m.svg"], signal.SIGTERM, EXIT_SIGTERM),
+    ([*MEMORY, "--out", "m.svg"], "m.svg", ["m.csv", "m.svg"], signal.SIGTERM, EXIT_SIGTERM),
+    (["graph", "--out", "g.dot"], "g.dot", ["g.dot"], signal.SIGINT, 130),
+    (["graph", "--out", "g.dot"], "g.dot", ["g.dot"], signal.SIGTERM, EXIT_SIGTERM),
+    (["start", "3", "."], "step03_weakref_outputs.py", [], signal.SIGTERM, EXIT_SIGTERM),
+]
+
+
+def wait_for_temporary(folder, name, process, seconds=90):
+    """Wait until the write of ``name`` has begun (its temporary file exists)."""
+    prefix = atomic.temporary_prefix(name)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if any(found.startswith(prefix) for found in temporaries(folder)):
+            return
+        if process.poll() is not None:
+            raise AssertionError(f"the command ended ({process.returncode}) before writing "
+                                 f"{name}: {process.stderr.read()}")
+        time.sleep(0.01)
+    raise AssertionError(f"no temporary file for {name} within {seconds} s")
+
+
+@pytest.mark.parametrize("argv, interrupted, existing, signum, status", INTERRUPTS,
+                         ids=lambda value: value.name if isinstance(value, signal.Signals)
+                         else None)
+def test_a_signal_in_the_middle_of_a_write_loses_no_file(tmp_path, argv, interrupted,
+                                                         existing, signum, status):
+    old = {name: OLD + name.encode() for name in existing}
+    for name, content in old.items():
+        (tmp_path / name).write_bytes(content)
+    slow = {**os.environ, atomic.SLOW_WRITE_ENV: "2"}
+    process = subprocess.Popen([sys.executable, "-m", "dezero_mini", *argv], cwd=tmp_path,
+                               env=slow, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        wait_for_temporary(tmp_path, interrupted, process)
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == status, err
+    assert "Traceback" not in err
+    assert ("terminated" if signum == signal.SIGTERM else "interrupted") in err
+    assert temporaries(tmp_path) == []
+    assert (tmp_path / interrupted).exists() == (interrupted in old)
+    for name, content in old.items():
+        found = (tmp_path / name).read_bytes()
+        if name == interrupted:
+            assert found == content, name
+        else:  # written before the signal: the old file, or the whole new one
+            assert found == content or complete_csv(found, batches=2), name
+
+
+def complete_csv(content, batches):
+    """Whether ``content`` is the whole CSV of a record of ``batches`` batches."""
+    lines = content.decode().splitlines()
+    return (lines[0].startswith("batch,") and len(lines) == 1 + batches
+            and content.endswith(b"\n"))

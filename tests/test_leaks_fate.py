@@ -1,0 +1,98 @@
+"""``leaks`` reports the script's fate: a table of the ways a script can end.
+
+The exit status is the script's own when it fails (``sys.exit(N)``: N; an
+uncaught exception: 1, as ``python SCRIPT`` gives); a ``SystemExit`` message
+is shown; a script that ends with ``os._exit`` is judged at that call, so a
+leak report is never followed by exit 0. Every row runs a leaking and a
+clean loop: the status is the script's when it is not 0, else the verdict's.
+"""
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from dezero_mini import cli
+
+LOOP = """
+import os, sys
+import numpy as np
+import dezero_mini as dm
+import dezero_mini.functions as F
+kept = []
+for i in range(12):
+    y = F.sum(dm.Variable(np.ones(3)) * 2)
+    y.backward()
+    {keep}
+"""
+LEAKING, CLEAN = "kept.append(y)", "pass"
+VERDICT = "=== dezero_mini leaks"
+
+# (the script's last line, its status, words its end shows on stderr)
+ENDINGS = [
+    ("", 0, []),
+    ("sys.exit(0)", 0, []),
+    ("sys.exit()", 0, []),
+    ("sys.exit(1)", 1, ["train.py exited with status 1"]),
+    ("sys.exit(3)", 3, ["train.py exited with status 3"]),
+    ("sys.exit('fatal: the data is gone')", 1, ["fatal: the data is gone",
+                                                 "exited with status 1"]),
+    ("raise RuntimeError('broken batch')", 1, ["RuntimeError: broken batch",
+                                               "stopped with an exception"]),
+]
+
+
+def write_script(tmp_path, keep, ending):
+    path = tmp_path / "train.py"
+    path.write_text(textwrap.dedent(LOOP).format(keep=keep) + ending + "\n")
+    return path
+
+
+@pytest.mark.parametrize("leaking", [True, False], ids=["leaking", "clean"])
+@pytest.mark.parametrize("ending, status, words", ENDINGS, ids=[e[0] or "the end" for e in ENDINGS])
+def test_the_exit_status_is_the_scripts_when_it_fails(capsys, tmp_path, leaking, ending, status,
+                                                      words):
+    path = write_script(tmp_path, LEAKING if leaking else CLEAN, ending)
+    try:
+        code = cli.main(["leaks", str(path)])
+    except SystemExit as stop:  # the command itself must not end through the script's
+        pytest.fail(f"the script's SystemExit({stop.code}) escaped the command")
+    out, err = capsys.readouterr()
+    verdict = 1 if leaking else 0
+    assert code == (status or verdict), out + err
+    for word in words:
+        assert word in err
+    if "raise" in ending:  # the script's traceback, not the command's
+        assert 'train.py", line' in err and "cli_leaks.py" not in err
+    else:
+        assert "Traceback" not in err
+        assert VERDICT in out  # judged in every case where the script ran to its end
+
+
+@pytest.mark.parametrize("leaking", [True, False], ids=["leaking", "clean"])
+@pytest.mark.parametrize("status", [0, 4])
+def test_a_script_ending_in_os_exit_is_judged_before_the_process_ends(tmp_path, leaking, status):
+    path = write_script(tmp_path, LEAKING if leaking else CLEAN, f"os._exit({status})")
+    done = subprocess.run([sys.executable, "-m", "dezero_mini", "leaks", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert f"train.py called os._exit({status})" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert VERDICT in done.stdout and "finished after 12 iterations" in done.stdout
+    final = done.stdout.split("finished after 12 iterations")[1].splitlines()[1]
+    assert final.startswith("leak:" if leaking else "no leak:"), done.stdout
+    assert done.returncode == (status or (1 if leaking else 0))
+
+
+def test_sigterm_during_the_script_ends_the_command_not_as_the_scripts_error(tmp_path):
+    path = tmp_path / "train.py"
+    path.write_text("import time\nprint('started', flush=True)\ntime.sleep(60)\n")
+    process = subprocess.Popen([sys.executable, "-m", "dezero_mini", "leaks", str(path)],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout.readline() == "started\n"
+        process.terminate()
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 143
+    assert "Traceback" not in err and "terminated" in err
