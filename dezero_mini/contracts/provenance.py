@@ -6,9 +6,8 @@ A stage file must define the stage's names (``Stage.needs``: ``Variable``,
 * ``reference_of(path)``, in the grading parent, without running the file:
   the file is one of the course's own ``steps/`` files, comments, docstrings
   and layout aside (its syntax tree is the same);
-* ``names_not_defined(path, names)``, in the parent too: a needed name that no
-  top-level ``class``, ``def`` or assignment of the file binds (it is imported,
-  or it appears through ``globals().update(...)`` or ``exec``);
+* ``imported_names(path, names)``, in the parent too: a needed name that the
+  file imports (``from dezero_mini import Variable``) instead of defining it;
 * ``borrowed_names(module, path, names)``, in the worker once the file is
   loaded: a class or function whose code lives in another file
   (``dezero_mini``, ``steps/``, ``load_stage``), wherever it was bound.
@@ -64,10 +63,12 @@ def _top_level_statements(body):
             yield from _top_level_statements(handler.body)
 
 
-def names_not_defined(path, names):
-    """{name: why} for each of ``names`` that the file at ``path`` does not
-    define at its top level. Empty for a file that does not parse (loading it
-    reports the SyntaxError)."""
+def imported_names(path, names):
+    """{name: what it imports} for each of ``names`` that the file at
+    ``path`` binds with an ``import`` at its top level and defines nowhere
+    else there. Empty for a file that does not parse (loading it reports the
+    SyntaxError). (A name bound only at run time, by ``globals().update`` or
+    ``exec``, is ``borrowed_names``'s to find.)"""
     try:
         tree = ast.parse(Path(path).read_text(errors="replace"))
     except (SyntaxError, ValueError):
@@ -85,16 +86,7 @@ def names_not_defined(path, names):
             for alias in node.names:
                 bound = alias.asname or alias.name.split(".")[0]
                 imported[bound] = f"{origin}.{alias.name}" if origin else alias.name
-    found = {}
-    for name in names:
-        if name in defined:
-            continue
-        if name in imported:
-            found[name] = f"imports it ({imported[name]}) instead of defining it"
-        else:
-            found[name] = ("does not define it at the top level "
-                           "(it only appears at run time: globals(), exec or another module?)")
-    return found
+    return {name: imported[name] for name in names if name in imported and name not in defined}
 
 
 def _code_file(obj):

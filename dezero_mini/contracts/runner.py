@@ -24,7 +24,7 @@ from pathlib import Path
 from dezero_mini.contracts import contracts_at, get_stage, names_needed_at
 from dezero_mini.contracts.bench import BATCHES
 from dezero_mini.contracts.channel import Reader, Tampered, new_key
-from dezero_mini.contracts.provenance import names_not_defined, reference_of
+from dezero_mini.contracts.provenance import imported_names, reference_of
 from dezero_mini.contracts.sandbox import (MIB, Limits, describe_limit, end_worker, make_scratch,
                                            remove_scratch, start_worker)
 
@@ -261,12 +261,6 @@ class _Child:
     def finish(self):
         """Kill the worker, its group and its descendants, drain its output,
         remove its scratch folder; return its exit code (None if unknown)."""
-        if os.environ.get("PEAKDEBUG"):
-            try:
-                st = open(f"/proc/{self.process.pid}/status").read()
-                print("PEAK", [l for l in st.splitlines() if l.startswith(("VmPeak", "VmHWM"))], self.rss_growth / MIB, file=sys.stderr)
-            except OSError:
-                pass
         code = end_worker(self.process)
         try:
             self._read(0)
@@ -321,12 +315,12 @@ def _refuse_before_running(report, path, number, allow_reference):
                 f"{path.name} is the course's own {reference.name} (comments, docstrings and "
                 "layout aside): a submission must be the learner's own work")
             return True
-    undefined = names_not_defined(path, names_needed_at(number))
-    if undefined:
-        name, why = next(iter(undefined.items()))
+    imported = imported_names(path, names_needed_at(number))
+    if imported:
+        name, origin = next(iter(imported.items()))
         report.status, report.message = "error", (
-            f"{path.name} does not define {', '.join(undefined)} itself ({name}: {why}): a "
-            "submission must define the stage's classes and functions in the file")
+            f"{path.name} does not define {', '.join(imported)} itself ({name}: it imports "
+            f"{origin}): a submission must define the stage's classes and functions in the file")
         return True
     return False
 
