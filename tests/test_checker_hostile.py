@@ -25,6 +25,7 @@ import pytest
 from conftest import ROOT, STEPS
 from dezero_mini import cli
 from dezero_mini.contracts import contracts_at, names_needed_at
+from dezero_mini.contracts.runner import check_file
 from dezero_mini.contracts.sandbox import Limits
 
 HONEST_FAILS = 3  # of stage 03's 6 contracts, by the stage-02 file
@@ -219,6 +220,22 @@ def test_the_environment_is_reduced_to_the_whitelist(tmp_path, capsys, monkeypat
                           "LC_CTYPE"} | {n for n in names if n.startswith("LC_")}
 
 
+# --- The other resource limits, made small ---------------------------------------------------
+@pytest.mark.parametrize("limits, trick, says", [
+    (Limits(cpu_seconds=4), "while True:\n    pass\n",
+     r"the process ended \(exit code -\d+\) while importing it: the file used more than 4 s of "
+     r"CPU time"),
+    (Limits(file_size_mib=1), "with open('big.bin', 'wb') as _f:\n    _f.write(bytes(2 << 20))\n",
+     r"File too large.*: the file wrote a file larger than 1 MiB"),
+], ids=["cpu_seconds", "file_size"])
+def test_a_resource_limit_met_is_named(limits, trick, says, tmp_path):
+    path = tmp_path / FILE_NAME
+    path.write_text(stage02_plus(trick)(tmp_path))
+    report = check_file(3, path, batches=5, limits=limits)
+    assert report.exit_code == 2 and re.search(says, report.message), report.message
+    assert not (tmp_path / "big.bin").exists()  # written in the scratch folder, removed
+
+
 # --- Modules beside the file, check run from its folder ------------------------------------
 SHADOWS = {
     "json.py": "json", "gc.py": "gc", "numpy.py": "numpy",
@@ -354,3 +371,43 @@ def test_a_submission_that_changes_the_installation_is_reported(tmp_path, capsys
     assert code == 2 and report["status"] == "error"
     assert re.search(r"tampering detected: the check changed the grading installation: "
                      r"\S*step01_leaking_graph\.py", report["message"]), report["message"]
+
+
+# --- What a determined submission can still do ------------------------------------------------
+FORGE_WITH_THE_WORKERS_OWN_KEY = """
+import gc, os, sys
+_writer = next(o for o in gc.get_objects() if type(o).__name__ == "Writer")
+_writer.send(event="loaded")
+for _name in [a for a in sys.argv if a.isidentifier()]:
+    _writer.send(event="start", name=_name)
+    _writer.send(event="result", name=_name, passed=True, expected="x", measured="x", error=None)
+os._exit(0)
+"""
+
+
+def test_full_python_in_the_worker_can_still_forge_a_pass(tmp_path, capsys):
+    """The limit of tamper evidence in one process (the lab chapter says so):
+    the secret is in the worker's memory, and the learner's code runs there.
+    If this test fails, the checker got stronger: update the chapter."""
+    path = tmp_path / FILE_NAME
+    path.write_text(stage02_plus(FORGE_WITH_THE_WORKERS_OWN_KEY)(tmp_path))
+    code, report, _ = run_check(capsys, path, ("--batches", "5"))
+    assert code == 0 and report["passed"] == len(contracts_at(3))
+
+
+def test_the_lab_chapter_states_the_checkers_defaults():
+    """The threat model quotes the limits: it follows the code."""
+    from dezero_mini.contracts.runner import (DEFAULT_TIMEOUT, DEFAULT_TOTAL_TIMEOUT,
+                                              RSS_GROWTH_ALLOWED)
+    from dezero_mini.contracts.sandbox import MIB
+
+    text = " ".join((ROOT / "docs" / "classroom.md").read_text().split())
+    section = text[text.index("## What a submission can and cannot do"):]
+    limits = Limits()
+    for words in (f"{limits.memory_mib} MiB of address space", f"{limits.cpu_seconds} s of CPU time",
+                  f"files of at most {limits.file_size_mib} MiB",
+                  f"{limits.extra_processes} more than the grading user runs",
+                  f"{DEFAULT_TOTAL_TIMEOUT:g} s by default", f"(`--timeout`, {DEFAULT_TIMEOUT:g} s)",
+                  f"the allowance is {RSS_GROWTH_ALLOWED // MIB} MiB",
+                  f"more than {limits.memory_mib} MiB of memory"):
+        assert words in section, words
