@@ -385,12 +385,21 @@ os._exit(0)
 """
 
 
-def test_full_python_in_the_worker_can_still_forge_a_pass(tmp_path, capsys):
-    """The limit of tamper evidence in one process (the lab chapter says so):
-    the secret is in the worker's memory, and the learner's code runs there.
-    If this test fails, the checker got stronger: update the chapter."""
+EXEC_THE_REFERENCE_AS_ITS_OWN = """
+from dezero_mini.memory.stages import stage_path
+exec(compile(stage_path(3).read_text(), __file__, "exec"))
+"""
+
+
+@pytest.mark.parametrize("trick", [FORGE_WITH_THE_WORKERS_OWN_KEY, EXEC_THE_REFERENCE_AS_ITS_OWN],
+                         ids=["forges_with_the_workers_key", "runs_the_reference_as_its_own_code"])
+def test_full_python_in_the_worker_can_still_forge_a_pass(trick, tmp_path, capsys):
+    """The limits of tamper evidence in one process (the lab chapter says so):
+    the secret is in the worker's memory, and the learner's code runs there;
+    code compiled under the file's own name passes for the file's. If this
+    test fails, the checker got stronger: update the chapter."""
     path = tmp_path / FILE_NAME
-    path.write_text(stage02_plus(FORGE_WITH_THE_WORKERS_OWN_KEY)(tmp_path))
+    path.write_text(stage02_plus(trick)(tmp_path))
     code, report, _ = run_check(capsys, path, ("--batches", "5"))
     assert code == 0 and report["passed"] == len(contracts_at(3))
 

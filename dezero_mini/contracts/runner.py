@@ -1,15 +1,31 @@
 """Run a stage's contracts on a learner's file, safely: ``check_file``.
 
-The learner's code runs in a child process (``dezero_mini.contracts.worker``)
-so that a file that raises, loops forever, exits or prints without end
-cannot take the checker down:
+The learner's code runs in a contained child process
+(``dezero_mini.contracts.worker``, started by ``sandbox.start_worker``:
+isolated, in a scratch folder, with a whitelisted environment and resource
+limits, killed whole with its descendants), so that a file that raises,
+loops forever, exits, forks or prints without end cannot take the checker
+down nor outlive it:
 
-* each contract (and the loading of the file) has a time limit; when it
-  runs out the child is killed, the contract is reported as failed, and a
-  fresh child goes on with the contracts that are left;
+* the check has one deadline (``total_timeout``), and each contract (and
+  the loading of the file) its own within it; when one runs out the child
+  is asked where the learner's file was (a ``faulthandler`` dump), killed,
+  the contract is reported as failed with that place, and a fresh child
+  goes on with the contracts that are left (none when the total ran out);
 * a child that dies in the middle of a contract fails that contract the
-  same way;
+  same way, naming the resource limit it met if it met one;
 * what the file prints is captured, and only its beginning is kept.
+
+And so that a file cannot make the report say what it did not measure:
+
+* before it runs, a file that is the course's own reference, or that
+  imports the stage's names, is refused (``provenance``);
+* results come on a channel of their own, each line signed with a secret of
+  the run (``channel``): an unsigned or out-of-order line is tampering, as
+  is a change to the instruments the worker sealed;
+* a flat-memory pass is held against the worker's RSS, which the parent
+  reads from /proc; the files of the installation are compared before and
+  after the check.
 """
 import json
 import os
