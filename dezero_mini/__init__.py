@@ -5,6 +5,21 @@ memory fix of the course, with DeZero's public names, so that code written for
 DeZero runs with ``import dezero_mini as dezero``. The memory instruments that
 the notebooks use live in ``dezero_mini.memory``.
 """
+import sys as _sys
+
+if _sys.argv[:1] == ["-m"] and _sys.path and not _sys.flags.isolated:
+    # `python -m dezero_mini` is importing us: Python put the current folder
+    # first on sys.path, so that a json.py or numpy.py there (a submission's
+    # folder, for `check`) would stand in for the real module in this very
+    # process. The command line never imports a module from that folder:
+    # take it off before anything else is imported. (`python -I` or `-P`
+    # does not add it; a dezero_mini/ package there runs instead of this one,
+    # which nothing inside this package can prevent.)
+    import os as _os
+
+    if _sys.path[0] in ("", _os.getcwd()):
+        del _sys.path[0]
+    del _os
 from dezero_mini.core import (  # noqa: F401  (the public API)
     Config,
     Function,

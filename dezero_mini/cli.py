@@ -22,7 +22,6 @@ file it was writing is then left as it was before (``dezero_mini.atomic``).
 """
 import argparse
 import sys
-import threading
 from pathlib import Path
 
 import dezero_mini
@@ -115,18 +114,6 @@ def one_stage(text):
     if "," in text:
         raise argparse.ArgumentTypeError(f"takes one stage, got {text!r}")
     return stage_modules(text)[0]
-
-
-def timeout_seconds(text):
-    """A number of seconds above zero that a timer can wait (at most
-    ``threading.TIMEOUT_MAX``, about 292 years on Linux; ``1e300`` would
-    overflow the clock)."""
-    value = positive_float(text)
-    if value > threading.TIMEOUT_MAX:
-        raise argparse.ArgumentTypeError(
-            f"must be at most {threading.TIMEOUT_MAX:.0f} seconds (the longest wait this "
-            f"machine's timers allow), got {text!r}")
-    return value
 
 
 def output_file(*suffixes):

@@ -11,15 +11,18 @@ Both take their stages from ``dezero_mini.contracts``: a stage with a
 module there has both commands.
 """
 import argparse
+import math
+import signal
 import sys
 import textwrap
+import threading
 from pathlib import Path
 
 from dezero_mini import atomic
 from dezero_mini.cli_guard import output_target_problem
 from dezero_mini.contracts import contracts_at, get_stage, stages
 from dezero_mini.contracts.bench import BATCHES
-from dezero_mini.contracts.runner import DEFAULT_TIMEOUT, check_file
+from dezero_mini.contracts.runner import DEFAULT_TIMEOUT, DEFAULT_TOTAL_TIMEOUT, check_file
 from dezero_mini.memory.stages import stage_path
 
 
@@ -43,6 +46,23 @@ def batch_count(text):
     if value < 2:
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 2, got {text!r}")
     return value
+
+
+def seconds(text):
+    """An argument type: a number of seconds above 0 and at most a day (a
+    larger one, 1e300 say, would overflow the clock's arithmetic)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= MAX_SECONDS:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds above 0 and at most {MAX_SECONDS:g} (a day), "
+            f"got {text!r}")
+    return value
+
+
+MAX_SECONDS = 86400.0
 
 
 # --- start ---------------------------------------------------------------------------
@@ -139,9 +159,40 @@ def report_text(report):
     return "\n".join(lines)
 
 
+class Interrupted(Exception):
+    """``check`` received SIGINT, SIGTERM or SIGHUP."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupt(signum, frame):
+    raise Interrupted(signum)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
 def run_check(args):
-    """``check``: hold a file to a stage's contracts; exit 0, 1 or 2."""
-    report = check_file(args.stage, args.file, timeout=args.timeout, batches=args.batches)
+    """``check``: hold a file to a stage's contracts; exit 0, 1 or 2, or
+    128 + the signal's number when SIGINT, SIGTERM or SIGHUP stops it (the
+    worker and every process it started are killed first)."""
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # (only it may set handlers)
+        previous = {signum: signal.signal(signum, _interrupt) for signum in STOP_SIGNALS}
+    try:
+        report = check_file(args.stage, args.file, timeout=args.timeout,
+                            total_timeout=args.total_timeout, batches=args.batches,
+                            allow_reference=args.allow_reference)
+    except Interrupted as stop:
+        name = signal.Signals(stop.signum).name
+        print(f"dezero_mini check: stopped by {name}: the worker and its processes were "
+              "killed; no result", file=sys.stderr)
+        return 128 + stop.signum
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     if args.json:
         print(report.to_json())
     else:
@@ -167,17 +218,18 @@ def add_start(commands, make_parser):
 
 
 def add_check(commands, make_parser):
-    from dezero_mini.cli import timeout_seconds  # (cli imports this module)
-
     known = ", ".join(str(stage.number) for stage in stages())
     parser = make_parser(commands, "check", "hold your stage file to its memory contract", (
         "Load FILE as stage N of the framework and run every contract of the stage\n"
         "on it (the same ones that the course's tests hold steps/ to): one line per\n"
         "contract, with what was expected and what was measured, and a hint for\n"
-        "each one that fails. The file runs in a separate process, with a time\n"
-        "limit per contract.\n\n"
+        "each one that fails. The file runs in a separate, contained process\n"
+        "(isolated, in a scratch folder, with a reduced environment and resource\n"
+        "limits), with a time limit per contract and one for the whole check.\n\n"
         "exit status: 0 every contract passes, 1 a contract fails, 2 the file\n"
-        "cannot be loaded or lacks a name that the stage needs.\n\n"
+        "cannot be loaded, lacks or borrows a name that the stage needs, or\n"
+        "tampered with the checker; 130, 143, 129 when SIGINT, SIGTERM, SIGHUP\n"
+        "stop the check.\n\n"
         "examples:\n"
         "  %(prog)s 3 step03_weakref_outputs.py\n"
         "  %(prog)s 5 step05_no_grad.py --json > result.json"))
@@ -186,9 +238,16 @@ def add_check(commands, make_parser):
     parser.add_argument("--json", action="store_true", help=(
         "print the results as JSON (for graders): the file, the stage, status, exit_code, "
         "and per contract its name, passed, expected, measured, hint"))
-    parser.add_argument("--timeout", type=timeout_seconds, default=DEFAULT_TIMEOUT,
+    parser.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT,
                         metavar="SECONDS", help=(
         "time allowed to load the file and to each contract (default: %(default)g)"))
+    parser.add_argument("--total-timeout", type=seconds, default=DEFAULT_TOTAL_TIMEOUT,
+                        metavar="SECONDS", help=(
+        "time allowed to the whole check; the contracts it leaves fail as not run "
+        "(default: %(default)g)"))
+    parser.add_argument("--allow-reference", action="store_true", help=(
+        "check a file of the course's own steps/ (refused by default: a submission "
+        "must be the learner's own work); for the course's maintainers"))
     parser.add_argument("--batches", type=batch_count, default=BATCHES, metavar="N", help=(
         "batches of the training run that the memory contracts record "
         "(default: %(default)s, as in the course's tests; fewer is faster and less sure)"))

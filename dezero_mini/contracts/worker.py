@@ -1,28 +1,49 @@
 """The child process of the checker: load a learner's file, run contracts.
 
-``python -m dezero_mini.contracts.worker FILE STAGE BATCHES NAME...``
+Started by ``dezero_mini.contracts.runner`` through
+``dezero_mini.contracts.sandbox`` (isolated, in a scratch folder), as
+``worker FILE STAGE BATCHES CHANNEL_FD TRACEBACK_FILE NAME...``, with the
+run's secret key (hex) as the first line of its standard input.
 
-It talks to its parent (``dezero_mini.contracts.runner``) in JSON lines on
-its original standard output, and sends everything else (what the
-learner's file prints, to stdout or stderr) to standard error, which the
-parent captures and truncates. Events, in order:
+It sends its events on the result channel (``CHANNEL_FD``, a pipe of its
+own, each line signed: ``dezero_mini.contracts.channel``); what the learner's
+file prints goes to standard output and error, which the parent captures and
+truncates. Events, in order:
 
 * ``{"event": "loaded"}``, or ``{"event": "error", "message": ...}`` when
-  the file cannot be imported or lacks a name that the stage needs;
+  the file cannot be imported, lacks a name that the stage needs or did not
+  define it itself, or ``{"event": "tampered", "message": ...}``;
 * per contract ``{"event": "start", "name": ...}`` then
   ``{"event": "result", "name", "passed", "expected", "measured", "error"}``
-  (``error``: None, or what went wrong when the measurement raised).
+  (``error``: None, or what went wrong when the measurement raised), or
+  ``tampered`` when the measurement's instruments were changed.
 
-The parent enforces the time limits: this process only has to report.
+Everything the measurement relies on is bound before the learner's file is
+imported: the channel, the contracts and ``Contract.check``, and a
+``Seal`` of the modules that the measurement reads (the collector, the
+tracer, the clock, NumPy, the course's own modules), checked after the file
+loads and after each contract. The parent enforces the time limits; on a
+hang it sends SIGUSR1, on which ``faulthandler`` writes every thread's stack
+to TRACEBACK_FILE.
 """
-import json
+import faulthandler
 import os
 import re
+import signal
 import sys
 import traceback
 from pathlib import Path
 
+# Imported here, before the learner's file, so that the Seal covers them.
+import gc, hashlib, hmac, json, time, tracemalloc  # noqa: E401, F401
+
 MESSAGE_LIMIT = 500
+
+#: The modules whose functions and classes the measurement reads (with
+#: their submodules): replacing one of their attributes is tampering.
+SEALED_MODULES = ("builtins", "gc", "tracemalloc", "_tracemalloc", "time", "json", "hmac",
+                  "hashlib", "os", "weakref", "functools", "numpy", "dezero_mini")
+_PLAIN_VALUES = (bool, int, float, str, bytes, type(None))
 
 
 def _short(text, limit=MESSAGE_LIMIT):
@@ -51,26 +72,92 @@ def learner_module_name(path):
     return "learner_" + re.sub(r"\W", "_", path.stem)
 
 
+class Seal:
+    """What the sealed modules (``SEALED_MODULES``) hold, by identity: each
+    attribute of each module, each attribute of each class defined there,
+    and the code of each function. ``broken()`` names what changed since.
+    A class's plain values (``Config.enable_backprop``) may change: the
+    measurements toggle them."""
+
+    def __init__(self, prefixes=SEALED_MODULES):
+        self._prefixes = prefixes
+        self._entries = self._take()
+
+    def _modules(self):
+        return [(name, module) for name, module in list(sys.modules.items())
+                if module is not None and name.split(".")[0] in self._prefixes]
+
+    def _take(self):
+        """(label, namespace, attribute, identity) for every sealed attribute."""
+        entries = []
+        for name, module in self._modules():
+            for attribute, value in list(vars(module).items()):
+                if name == "builtins" and attribute == "_":  # the REPL's last result
+                    continue
+                entries.append((name, vars(module), attribute, _identity(value)))
+                if isinstance(value, type) and value.__module__ == name:
+                    for member, inner in list(vars(value).items()):
+                        if not isinstance(inner, _PLAIN_VALUES):
+                            entries.append((f"{name}.{attribute}", vars(value), member,
+                                            _identity(inner)))
+        return entries
+
+    def broken(self):
+        """The first sealed attribute that changed (``"gc.get_objects"``), or None."""
+        missing = object()
+        for label, namespace, attribute, identity in self._entries:
+            value = namespace.get(attribute, missing)
+            if value is missing or value is not identity[0] or (
+                    getattr(value, "__code__", None) is not identity[1]):
+                return f"{label}.{attribute}"
+        return None
+
+
+def _identity(value):
+    """The value and its code, held (an id could be reused once it is freed)."""
+    return value, getattr(value, "__code__", None)
+
+
 def main(argv):
-    path, number, batches, names = Path(argv[0]).resolve(), int(argv[1]), int(argv[2]), argv[3:]
-    # The protocol keeps the real stdout; the learner's prints go to stderr.
-    protocol = os.fdopen(os.dup(1), "w", buffering=1)
-    os.dup2(2, 1)
+    path, number, batches = Path(argv[0]).resolve(), int(argv[1]), int(argv[2])
+    channel_fd, traceback_path, names = int(argv[3]), argv[4], argv[5:]
+    # The secret comes first, before anything of the learner's runs; then
+    # standard input is closed to the learner's code.
+    key = bytes.fromhex(sys.stdin.readline().strip())
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
 
-    def send(**event):
-        protocol.write(json.dumps(event) + "\n")
-        protocol.flush()
-
-    from dezero_mini.contracts import contracts_at, missing_names
+    from dezero_mini.contracts import Contract, contracts_at, missing_names, names_needed_at
     from dezero_mini.contracts.bench import configure
+    from dezero_mini.contracts.channel import Writer
+    from dezero_mini.contracts.provenance import borrowed_names
     from dezero_mini.memory.stages import load_stage_file
+    import dezero_mini.memory  # noqa: F401  (every instrument, imported before the file)
 
+    send = Writer(channel_fd, key).send
+    del key
     configure(batches=batches)
-    sys.path.insert(0, str(path.parent))  # as when the file runs as a script
+    by_name = {contract.name: contract for contract in contracts_at(number)}
+    check = Contract.check  # the function itself: a patched class attribute does not reach it
+    needed = names_needed_at(number)
+    stack_file = open(traceback_path, "w")
+    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    seal = Seal()
+    broken = seal.broken
+
+    # The learner's folder last: its own helper modules load, but none of
+    # them can stand in for a module of the standard library or of the course.
+    sys.path.append(str(path.parent))
     try:
         module = load_stage_file(path, learner_module_name(path))
     except BaseException as error:  # SyntaxError, SystemExit, anything the file raises
         send(event="error", message=f"cannot load {path.name}: {describe(error, path)}")
+        return 2
+    changed = broken()
+    if changed:
+        send(event="tampered", message=f"loading {path.name} replaced {changed}, which the "
+                                       "checker measures with")
         return 2
     missing = missing_names(module, number)
     if missing:
@@ -78,18 +165,30 @@ def main(argv):
                                      f"{number:02d} needs: define "
                                      f"{'it' if len(missing) == 1 else 'them'} at the top level"))
         return 2
+    borrowed = borrowed_names(module, path, needed)
+    if borrowed:
+        name, where = next(iter(borrowed.items()))
+        send(event="error", message=(
+            f"{path.name} does not define {', '.join(borrowed)} itself ({name}: {where}): "
+            "a submission must define the stage's classes and functions in the file"))
+        return 2
     send(event="loaded")
 
-    by_name = {contract.name: contract for contract in contracts_at(number)}
     for name in names:
         send(event="start", name=name)
         try:
-            found = by_name[name].check(module)
-            send(event="result", name=name, passed=bool(found.passed), expected=found.expected,
-                 measured=found.measured, error=None)
+            found = check(by_name[name], module)
+            result = dict(passed=bool(found.passed), expected=str(found.expected),
+                          measured=str(found.measured), error=None)
         except BaseException as error:  # the learner's code may raise anything, even SystemExit
-            send(event="result", name=name, passed=False, expected=by_name[name].summary,
-                 measured=f"raised {describe(error, path)}", error="raised")
+            result = dict(passed=False, expected=by_name[name].summary,
+                          measured=f"raised {describe(error, path)}", error="raised")
+        changed = broken()
+        if changed:
+            send(event="tampered", message=f"while {name} ran, {changed} was replaced (it is "
+                                           "one of the checker's instruments)")
+            return 2
+        send(event="result", name=name, **result)
     return 0
 
 

@@ -1,0 +1,122 @@
+"""Whether a submission is the learner's own framework.
+
+A stage file must define the stage's names (``Stage.needs``: ``Variable``,
+``Function``, ...) itself. Three checks, each of which names what it found:
+
+* ``reference_of(path)``, in the grading parent, without running the file:
+  the file is one of the course's own ``steps/`` files, comments, docstrings
+  and layout aside (its syntax tree is the same);
+* ``imported_names(path, names)``, in the parent too: a needed name that the
+  file imports (``from dezero_mini import Variable``) instead of defining it;
+* ``borrowed_names(module, path, names)``, in the worker once the file is
+  loaded: a class or function whose code lives in another file
+  (``dezero_mini``, ``steps/``, ``load_stage``), wherever it was bound.
+"""
+import ast
+import inspect
+from pathlib import Path
+
+
+def _without_docstrings(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(
+                    getattr(body[0], "value", None), ast.Constant) and isinstance(
+                    body[0].value.value, str):
+                node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def code_fingerprint(source):
+    """The syntax tree of ``source`` without comments, docstrings and layout
+    (None when it does not parse)."""
+    try:
+        return ast.dump(_without_docstrings(ast.parse(source)))
+    except (SyntaxError, ValueError):
+        return None
+
+
+def reference_of(path, first_stage):
+    """The course's step file (a Path) of stage ``first_stage`` or later whose
+    code ``path`` is, or None. (The stage a learner starts from is not in that
+    range: it honestly fails the new contracts.)"""
+    from dezero_mini.memory.stages import _discover
+
+    mine = code_fingerprint(Path(path).read_text(errors="replace"))
+    if mine is None:
+        return None
+    for number, _, step in _discover():
+        if number >= first_stage and code_fingerprint(step.read_text()) == mine:
+            return step
+    return None
+
+
+def _top_level_statements(body):
+    """The statements that run at the top level of a module: its body, and
+    the bodies of top-level ``if``, ``try``, ``with`` (not of functions)."""
+    for node in body:
+        yield node
+        for field in ("body", "orelse", "finalbody"):
+            yield from _top_level_statements(getattr(node, field, []) or [])
+        for handler in getattr(node, "handlers", []) or []:
+            yield from _top_level_statements(handler.body)
+
+
+def imported_names(path, names):
+    """{name: what it imports} for each of ``names`` that the file at
+    ``path`` binds with an ``import`` at its top level and defines nowhere
+    else there. Empty for a file that does not parse (loading it reports the
+    SyntaxError). (A name bound only at run time, by ``globals().update`` or
+    ``exec``, is ``borrowed_names``'s to find.)"""
+    try:
+        tree = ast.parse(Path(path).read_text(errors="replace"))
+    except (SyntaxError, ValueError):
+        return {}
+    defined, imported = set(), {}
+    for node in _top_level_statements(tree.body):
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            defined.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign, ast.AugAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            for target in targets:
+                defined.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            origin = node.module if isinstance(node, ast.ImportFrom) else None
+            for alias in node.names:
+                bound = alias.asname or alias.name.split(".")[0]
+                imported[bound] = f"{origin}.{alias.name}" if origin else alias.name
+    return {name: imported[name] for name in names if name in imported and name not in defined}
+
+
+def _code_file(obj):
+    """The file of the code of a function (under its decorators), or None."""
+    code = getattr(inspect.unwrap(obj), "__code__", None)
+    return code.co_filename if code is not None else None
+
+
+def borrowed_names(module, path, names):
+    """{name: where it comes from} for each of ``names`` that ``module`` (the
+    learner's file at ``path``, loaded) holds but did not define: a class of
+    another module, or a function whose code is in another file."""
+    own_file, found = str(Path(path).resolve()), {}
+    for name in names:
+        obj = getattr(module, name, None)
+        if obj is None:
+            continue
+        if inspect.isclass(obj):
+            files = {_code_file(member) for member in vars(obj).values()
+                     if callable(member) or isinstance(member, (staticmethod, classmethod))}
+            files = {Path(f).resolve().as_posix() for f in files if f}
+            if obj.__module__ != module.__name__ or files - {Path(own_file).as_posix()}:
+                where = sorted(files - {Path(own_file).as_posix()}) or [obj.__module__]
+                found[name] = f"the class comes from {where[0]}"
+        elif callable(obj):
+            where = _code_file(obj)
+            if where is None:
+                kind = type(obj)
+                if kind.__module__ != module.__name__:
+                    found[name] = f"it is a {kind.__module__}.{kind.__qualname__}"
+            elif Path(where).resolve() != Path(own_file):
+                found[name] = f"its code is in {where}"
+    return found

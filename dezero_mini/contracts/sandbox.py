@@ -1,0 +1,279 @@
+"""The process sandbox of the checker: start a worker contained, end it whole.
+
+A learner's file runs in a worker process that the checker must be able to
+stop, whatever the file does. ``start_worker`` starts it
+
+* in Python's isolated mode (``-I``: neither the current folder nor any
+  ``PYTHON*`` variable reaches ``sys.path``); the folder that holds the
+  package ``dezero_mini`` is passed explicitly (``bootstrap_code``), never the
+  submission's folder;
+* in a fresh scratch folder (its working folder, ``HOME`` and ``TMPDIR``),
+  removed afterwards;
+* with an environment reduced to a whitelist (``worker_environment``): no
+  variable of the grader's (a token, a password) reaches the learner's code;
+* in a session of its own, so that ``end_worker`` can kill its whole process
+  group, and then every descendant that left the group (found through
+  ``/proc``: the checker is made a *child subreaper*, so that an orphaned
+  grandchild is reparented to it rather than to init);
+* under resource limits (``Limits``: address space, CPU seconds, file size,
+  processes), whose breach ``describe_limit`` puts in words.
+"""
+import ctypes
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+MIB = 1024 * 1024
+
+#: Environment variables that reach the worker unchanged (``LC_*`` too).
+#: Nothing else of the grader's environment does.
+ENVIRONMENT_WHITELIST = ("PATH", "LANG", "LANGUAGE", "TZ")
+
+
+@dataclass(frozen=True)
+class Limits:
+    """Resource limits of one worker process (``resource.setrlimit``).
+
+    The defaults are far above what the course's own stages reach (their
+    measured peaks are in docs/classroom.md): a correct stage never meets them.
+    """
+
+    #: Address space (virtual memory) in MiB. The worker of a reference stage
+    #: peaks at 372 MiB of address space (stages 01-02, whose graphs leak;
+    #: 193-210 MiB from stage 03 on) and 237 MiB resident, at the default batches.
+    memory_mib: int = 2048
+    #: CPU seconds of the worker (all its threads): a backstop behind the
+    #: wall-clock deadline, which a busy multi-threaded loop could outrun.
+    cpu_seconds: int = 600
+    #: The largest file the worker may write, in MiB.
+    file_size_mib: int = 64
+    #: Processes and threads that the worker may start beyond those its user
+    #: already runs. RLIMIT_NPROC counts all the tasks of a user, and the
+    #: kernel does not apply it to root (measured: root forks under a limit of
+    #: 1): grade as an ordinary user for it to hold.
+    extra_processes: int = 64
+
+
+def _user_task_count():
+    """How many tasks (processes and threads) the current user runs: what
+    RLIMIT_NPROC compares with. 0 where /proc is not readable."""
+    uid, count = os.getuid(), 0
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return 0
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/status") as status:
+                fields = dict(line.split(":", 1) for line in status if ":" in line)
+        except (OSError, ValueError):
+            continue
+        if int(fields.get("Uid", "-1").split()[0]) == uid:
+            count += int(fields.get("Threads", "1"))
+    return count
+
+
+def _set_limits(limits, processes):
+    """Run in the child between fork and exec (``preexec_fn``)."""
+    def cap(which, soft, hard=None):
+        hard = soft if hard is None else hard
+        _, current_hard = resource.getrlimit(which)
+        if current_hard != resource.RLIM_INFINITY:
+            soft, hard = min(soft, current_hard), min(hard, current_hard)
+        resource.setrlimit(which, (soft, hard))
+
+    cap(resource.RLIMIT_AS, limits.memory_mib * MIB)
+    # SIGXCPU at the soft limit (the report names it), SIGKILL 5 s later.
+    cap(resource.RLIMIT_CPU, limits.cpu_seconds, limits.cpu_seconds + 5)
+    cap(resource.RLIMIT_FSIZE, limits.file_size_mib * MIB)
+    cap(resource.RLIMIT_CORE, 0)
+    if processes:
+        cap(resource.RLIMIT_NPROC, processes)
+
+
+def describe_limit(limits, return_code=None, text=""):
+    """The limit that a worker met, in words, or None. ``return_code``: the
+    worker's (``-signal`` when a signal killed it); ``text``: what it printed
+    or raised (a MemoryError when it could not get memory)."""
+    if return_code == -signal.SIGXCPU or (return_code == -signal.SIGKILL and "SIGXCPU" in text):
+        return f"the file used more than {limits.cpu_seconds} s of CPU time (the limit)"
+    # (Python ignores SIGXFSZ: the write raises OSError EFBIG instead.)
+    if return_code == -signal.SIGXFSZ or "File too large" in text:
+        return f"the file wrote a file larger than {limits.file_size_mib} MiB (the limit)"
+    if "MemoryError" in text or "Unable to allocate" in text:
+        return (f"the file used more than {limits.memory_mib} MiB of memory "
+                "(the limit of the checker's address space)")
+    if "can't start new thread" in text or "Resource temporarily unavailable" in text:
+        return f"the file started more than {limits.extra_processes} processes or threads (the limit)"
+    return None
+
+
+def package_parent():
+    """The folder that holds the package ``dezero_mini`` (the worker imports
+    it from there, and from nowhere the submission could reach)."""
+    return str(Path(__file__).resolve().parents[2])
+
+
+def bootstrap_code(module):
+    """The ``-c`` program of an isolated worker: put the package's folder
+    first on ``sys.path`` (``sys.argv[1]``), then run ``module``'s ``main``
+    on the remaining arguments."""
+    return ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
+            f"from {module} import main; sys.exit(main(sys.argv[1:]))")
+
+
+def worker_environment(scratch):
+    """The worker's environment: the whitelisted variables, ``LC_*``, and
+    ``HOME``/``TMPDIR`` in the scratch folder. The folder of the course's
+    step files is passed resolved (stage 04's contracts load stage 03)."""
+    from dezero_mini.memory.stages import steps_dir
+
+    env = {name: value for name, value in os.environ.items()
+           if name in ENVIRONMENT_WHITELIST or name.startswith("LC_")}
+    env.setdefault("PATH", os.defpath)
+    env.update(HOME=scratch, TMPDIR=scratch, DEZERO_MINI_STEPS=str(steps_dir()))
+    return env
+
+
+# --- Killing a worker whole --------------------------------------------------------------
+_PR_SET_CHILD_SUBREAPER = 36
+_live_workers = set()  # pids of workers that a check still runs (several threads may grade)
+_lock = threading.Lock()
+
+
+def _become_subreaper():
+    """Make this process the reaper of its orphaned descendants (Linux), so
+    that a grandchild whose parent exits is reparented here, where
+    ``end_worker`` finds it, instead of to init. Returns whether it worked."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+_subreaper = []  # [whether it worked], once the first worker starts
+
+
+def _process_table():
+    """{pid: (parent pid, process group, state)} of every process, from /proc."""
+    table = {}
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return table
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                text = stat.read()
+        except OSError:
+            continue
+        # "pid (command) state ppid pgrp ...": the command may hold spaces and ")"
+        fields = text[text.rfind(")") + 2:].split()
+        table[int(entry)] = (int(fields[1]), int(fields[2]), fields[0])
+    return table
+
+
+def _worker_processes(root, table):
+    """The worker ``root``, its descendants, and our orphaned children that
+    left our process group (descendants of a worker that escaped its group
+    and whose parent died: only a worker's descendants get there)."""
+    me, my_group = os.getpid(), os.getpgrp()
+    with _lock:
+        others = _live_workers - {root}
+    found = {root} if root in table else set()
+    found |= {pid for pid, (parent, group, _) in table.items()
+              if parent == me and group != my_group and pid not in others}
+    children = {}
+    for pid, (parent, _, _) in table.items():
+        children.setdefault(parent, []).append(pid)
+    stack = list(found)
+    while stack:
+        for child in children.get(stack.pop(), ()):
+            if child not in found and child not in others:
+                found.add(child)
+                stack.append(child)
+    return found
+
+
+def _kill(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _reap(pid):
+    """Collect a dead child of ours (an orphan reparented to us)."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
+
+
+def end_worker(process):
+    """Kill the worker ``process`` (a ``Popen``), its process group and every
+    descendant, reap those that were reparented to us, and return its exit
+    code. Rounds repeat until a round finds no process left: a process that
+    forks while it is killed leaves children that the next round finds."""
+    try:
+        os.killpg(process.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    me = os.getpid()
+    for _ in range(100):
+        table = _process_table()
+        found = _worker_processes(process.pid, table) - {process.pid}
+        alive = [pid for pid in found if table[pid][2] != "Z"]
+        for pid in found:
+            _kill(pid)
+            if table[pid][0] == me:
+                _reap(pid)
+        if not alive:
+            break
+        time.sleep(0.01)
+    with _lock:
+        _live_workers.discard(process.pid)
+    try:
+        return process.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # unkillable (a process in the kernel): give up on it
+        return None
+
+
+def start_worker(module, arguments, *, scratch, limits, pass_fds=()):
+    """Start ``python -I -c <bootstrap> PACKAGE_PARENT ARGUMENTS`` contained
+    (see the module docstring) and return its ``Popen``: standard input a
+    pipe, standard output and error one pipe."""
+    processes = _user_task_count() + limits.extra_processes if limits.extra_processes else 0
+    with _lock:
+        if not _subreaper:
+            _subreaper.append(sys.platform.startswith("linux") and _become_subreaper())
+        process = subprocess.Popen(
+            [sys.executable, "-I", "-u", "-X", "faulthandler", "-c", bootstrap_code(module),
+             package_parent(), *arguments],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            cwd=scratch, env=worker_environment(scratch), start_new_session=True,
+            pass_fds=pass_fds, preexec_fn=lambda: _set_limits(limits, processes))
+        _live_workers.add(process.pid)
+    return process
+
+
+def make_scratch():
+    """A fresh private folder for one worker: its working folder, HOME, TMPDIR."""
+    return tempfile.mkdtemp(prefix="dezero_mini_check_")
+
+
+def remove_scratch(folder):
+    shutil.rmtree(folder, ignore_errors=True)
