@@ -18,6 +18,9 @@ from pathlib import Path
 from dezero_mini.contracts import contracts_at, get_stage, stages
 from dezero_mini.contracts.bench import BATCHES
 from dezero_mini.contracts.runner import DEFAULT_TIMEOUT, check_file
+from dezero_mini.contracts.scoring import Weights, WeightsError, display_points, select_contracts
+from dezero_mini.grading import gradescope
+from dezero_mini.grading.files import OutputPathError, writable_path
 from dezero_mini.memory.stages import stage_path
 
 
@@ -41,6 +44,64 @@ def batch_count(text):
     if value < 2:
         raise argparse.ArgumentTypeError(f"must be a whole number of at least 2, got {text!r}")
     return value
+
+
+def weights_file(text):
+    """An argument type: a weights file (``scoring.Weights``), read and checked."""
+    try:
+        return Weights.from_file(text)
+    except WeightsError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def output_path(what):
+    """An argument type: a file that can be written (checked before any long run)."""
+
+    def convert(text):
+        try:
+            return writable_path(text, what)
+        except OutputPathError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return convert
+
+
+def stage_options(args):
+    """Check the options that depend on the stage (``--contract``, ``--weights``)
+    against it; argparse's error (exit 2) when they do not fit. Returns
+    ``(names, weights)`` for ``check_file``."""
+    try:
+        select_contracts(args.stage, args.contract)
+        if args.weights is not None:
+            args.weights.points_at(args.stage, select_contracts(args.stage, args.contract))
+    except WeightsError as error:
+        args.parser.error(f"argument --weights: {error}")
+    except ValueError as error:
+        args.parser.error(f"argument --contract: {error}")
+    return args.contract, args.weights
+
+
+def add_scoring_options(parser):
+    """--contract and --weights: which contracts, and their points (``check``, ``grade``)."""
+    parser.add_argument("--contract", action="append", metavar="NAME", help=(
+        "run only this contract (repeat it for several); the others are left out of the "
+        "report and of the total"))
+    parser.add_argument("--weights", type=weights_file, metavar="FILE", help=(
+        "points per contract, from a .toml or .json file (keys: new, inherited, "
+        f"[contracts], [stages.N]); default: {display_points(Weights().new)} for a contract "
+        f"new in the stage, {display_points(Weights().inherited)} for an inherited one"))
+
+
+def add_run_options(parser):
+    """--timeout and --batches: how each check runs (``check``, ``grade``, ``progress``)."""
+    from dezero_mini.cli import positive_float  # (cli imports this module)
+
+    parser.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT,
+                        metavar="SECONDS", help=(
+        "time allowed to load the file and to each contract (default: %(default)g)"))
+    parser.add_argument("--batches", type=batch_count, default=BATCHES, metavar="N", help=(
+        "batches of the training run that the memory contracts record "
+        "(default: %(default)s, as in the course's tests; fewer is faster and less sure)"))
 
 
 # --- start ---------------------------------------------------------------------------
@@ -118,13 +179,15 @@ def report_text(report):
         width = max(len(result.name) for result in report.results)
         for result in report.results:
             status = "pass" if result.passed else "FAIL"
-            lines.append(f"{status}  {result.name:<{width}}  expected {result.expected}; "
-                         f"measured {result.measured}")
+            points = f"{display_points(result.points)}/{display_points(result.max_points)}"
+            lines.append(f"{status}  {result.name:<{width}}  {points:>5}  expected "
+                         f"{result.expected}; measured {result.measured}")
             if not result.passed:
-                lines.append(f"      {'':<{width}}  hint: {result.hint}")
-        passed = sum(result.passed for result in report.results)
-        lines.append(f"{passed} of {len(report.results)} contracts pass "
-                     f"({report.seconds:.1f} s)")
+                lines.append(f"      {'':<{width}}  {'':>5}  hint: {result.hint}")
+    passed = sum(result.passed for result in report.results)
+    lines.append(f"{passed} of {len(report.results)} contracts pass, "
+                 f"{display_points(report.points)} of {display_points(report.max_points)} "
+                 f"points ({report.seconds:.1f} s)")
     if report.output.strip():
         lines.append("what the file printed" + (" (the beginning)" if report.output_truncated
                                                 else "") + ":")
@@ -134,7 +197,11 @@ def report_text(report):
 
 def run_check(args):
     """``check``: hold a file to a stage's contracts; exit 0, 1 or 2."""
-    report = check_file(args.stage, args.file, timeout=args.timeout, batches=args.batches)
+    names, weights = stage_options(args)
+    report = check_file(args.stage, args.file, timeout=args.timeout, batches=args.batches,
+                        names=names, weights=weights)
+    if args.gradescope is not None:
+        gradescope.write_results(report, args.gradescope)
     if args.json:
         print(report.to_json())
     else:
@@ -160,8 +227,6 @@ def add_start(commands, make_parser):
 
 
 def add_check(commands, make_parser):
-    from dezero_mini.cli import positive_float  # (cli imports this module)
-
     known = ", ".join(str(stage.number) for stage in stages())
     parser = make_parser(commands, "check", "hold your stage file to its memory contract", (
         "Load FILE as stage N of the framework and run every contract of the stage\n"
@@ -169,20 +234,26 @@ def add_check(commands, make_parser):
         "contract, with what was expected and what was measured, and a hint for\n"
         "each one that fails. The file runs in a separate process, with a time\n"
         "limit per contract.\n\n"
+        "Each contract carries points (2 when new in the stage, 1 when inherited,\n"
+        "unless --weights says otherwise), and every contract of the stage is in\n"
+        "every report, failed when the file cannot be loaded: the total is the\n"
+        "same for every file.\n\n"
         "exit status: 0 every contract passes, 1 a contract fails, 2 the file\n"
         "cannot be loaded or lacks a name that the stage needs.\n\n"
         "examples:\n"
         "  %(prog)s 3 step03_weakref_outputs.py\n"
-        "  %(prog)s 5 step05_no_grad.py --json > result.json"))
+        "  %(prog)s 3 step03_weakref_outputs.py --contract live_objects_constant\n"
+        "  %(prog)s 5 step05_no_grad.py --json > result.json\n"
+        "  %(prog)s 5 step05_no_grad.py --gradescope results/results.json"))
     parser.add_argument("stage", type=stage_number, metavar="N", help=f"the stage ({known})")
     parser.add_argument("file", type=Path, metavar="FILE", help="your stage file")
     parser.add_argument("--json", action="store_true", help=(
         "print the results as JSON (for graders): the file, the stage, status, exit_code, "
-        "and per contract its name, passed, expected, measured, hint"))
-    parser.add_argument("--timeout", type=positive_float, default=DEFAULT_TIMEOUT,
-                        metavar="SECONDS", help=(
-        "time allowed to load the file and to each contract (default: %(default)g)"))
-    parser.add_argument("--batches", type=batch_count, default=BATCHES, metavar="N", help=(
-        "batches of the training run that the memory contracts record "
-        "(default: %(default)s, as in the course's tests; fewer is faster and less sure)"))
+        "points, max_points, and per contract its name, passed, expected, measured, hint, "
+        "points, max_points"))
+    parser.add_argument("--gradescope", type=output_path("Gradescope results file"),
+                        metavar="PATH", help=(
+        "also write Gradescope's results.json there (one test per contract, with its points)"))
+    add_scoring_options(parser)
+    add_run_options(parser)
     parser.set_defaults(run=run_check, parser=parser)

@@ -20,8 +20,9 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from dezero_mini.contracts import contracts_at, get_stage
+from dezero_mini.contracts import get_stage
 from dezero_mini.contracts.bench import BATCHES
+from dezero_mini.contracts.scoring import Weights, select_contracts
 
 #: Seconds that loading the file, and then each contract, may take.
 DEFAULT_TIMEOUT = 60.0
@@ -32,7 +33,9 @@ OUTPUT_LIMIT = 2000
 @dataclass
 class ContractResult:
     """One contract on the learner's file. ``error`` is None when the
-    measurement ran; "raised", "timeout" or "crashed" when it could not."""
+    measurement ran; "raised", "timeout" or "crashed" when it could not,
+    "not_loaded" when the file could not be loaded (``CheckReport.settle``).
+    ``points``: what it earned, out of ``max_points``."""
 
     name: str
     from_stage: int
@@ -44,6 +47,8 @@ class ContractResult:
     hint: str
     seconds: float
     error: object = None
+    points: float = 0
+    max_points: float = 0
 
 
 @dataclass
@@ -74,7 +79,34 @@ class CheckReport:
         data["exit_code"] = self.exit_code
         data["passed"] = sum(result.passed for result in self.results)
         data["total"] = len(self.results)
+        data["points"] = self.points
+        data["max_points"] = self.max_points
         return data
+
+    def settle(self, contracts, points):
+        """Give every contract of ``contracts`` its place in the report, in
+        course order, with its points (``{name: points}``): the total is then
+        the same for every file checked, whether it loaded or not. A
+        contract that did not run (the file could not be loaded) fails with
+        the reason. Returns the report."""
+        ran = {result.name: result for result in self.results}
+        self.results = [ran.get(contract.name) or _result(
+            contract, passed=False, expected=contract.summary,
+            measured=f"the file could not be loaded: {self.message}", seconds=0,
+            error="not_loaded") for contract in contracts]
+        for result in self.results:
+            result.max_points = points[result.name]
+            result.points = result.max_points if result.passed else 0
+        return self
+
+    @property
+    def points(self):
+        """The points earned (rounded: weights such as 0.1 add up inexactly)."""
+        return round(sum(result.points for result in self.results), 6)
+
+    @property
+    def max_points(self):
+        return round(sum(result.max_points for result in self.results), 6)
 
     def to_json(self):
         return json.dumps(self.as_dict(), indent=2)
@@ -165,22 +197,36 @@ def _result(contract, *, passed, expected, measured, seconds, error=None):
         hint=contract.hint, seconds=round(seconds, 3), error=error)
 
 
-def check_file(number, path, *, timeout=DEFAULT_TIMEOUT, batches=BATCHES):
-    """Hold the file ``path`` to every contract of stage ``number``.
+def check_file(number, path, *, timeout=DEFAULT_TIMEOUT, batches=BATCHES, names=None,
+               weights=None):
+    """Hold the file ``path`` to every contract of stage ``number`` (or only
+    to those named in ``names``: ValueError for a name the stage lacks).
 
-    Returns a ``CheckReport``. ``timeout``: seconds for loading the file and
-    for each contract. ``batches``: batches of the training record that
-    several contracts read (the tests of the course use 200).
+    Returns a ``CheckReport`` that lists every one of these contracts, with
+    its points (``weights``: a ``scoring.Weights``, default new 2, inherited 1).
+    ``timeout``: seconds for loading the file and for each contract.
+    ``batches``: batches of the training record that several contracts read
+    (the tests of the course use 200).
     """
     started = time.monotonic()
     stage = get_stage(number)  # ValueError for a stage without contracts
-    path = Path(path)
+    selected = select_contracts(number, names)
+    points = (weights or Weights()).points_at(number, selected)
+    report = _check(stage, Path(path), selected, timeout=timeout, batches=batches)
+    report.settle(selected, points)
+    report.seconds = round(time.monotonic() - started, 2)
+    return report
+
+
+def _check(stage, path, selected, *, timeout, batches):
+    """Run the contracts ``selected`` on ``path`` in worker processes."""
+    number = stage.number
     report = CheckReport(stage=stage.number, stage_name=stage.name, stage_title=stage.title,
                          file=str(path), status="passed")
     if not path.is_file():
         report.status, report.message = "error", f"no such file: {str(path)!r}"
         return report
-    contracts = {contract.name: contract for contract in contracts_at(number)}
+    contracts = {contract.name: contract for contract in selected}
     left = list(contracts)
     output = _Output(OUTPUT_LIMIT)
     while left and report.status != "error":
@@ -228,5 +274,4 @@ def check_file(number, path, *, timeout=DEFAULT_TIMEOUT, batches=BATCHES):
     if report.status != "error" and not all(result.passed for result in report.results):
         report.status = "failed"
     report.output, report.output_truncated = output.text, bool(output.dropped)
-    report.seconds = round(time.monotonic() - started, 2)
     return report
