@@ -201,7 +201,12 @@ def run_check(args):
     report = check_file(args.stage, args.file, timeout=args.timeout, batches=args.batches,
                         names=names, weights=weights)
     if args.gradescope is not None:
-        gradescope.write_results(report, args.gradescope)
+        try:
+            gradescope.write_results(report, args.gradescope)
+        except OSError as error:  # checked before the run; the disk may still fill up
+            print(f"dezero_mini check: error: cannot write {str(args.gradescope)!r}: "
+                  f"{error.strerror or error}", file=sys.stderr)
+            return 2
     if args.json:
         print(report.to_json())
     else:

@@ -30,7 +30,14 @@ def run_grade(args):
     started = time.monotonic()
     rows = batch.grade_all(grading, submissions,
                            report_line=lambda line: print(line, file=sys.stderr, flush=True))
-    batch.write_csv(args.csv, args.stage, rows, names)
+    try:
+        batch.write_csv(args.csv, args.stage, rows, names)
+    except OSError as error:  # checked before grading; the disk may still fill up
+        print(f"dezero_mini grade: error: cannot write {str(args.csv)!r}: "
+              f"{error.strerror or error}; the grades follow on standard output",
+              file=sys.stderr)
+        print(batch.csv_text(args.stage, rows, names), end="")
+        return 2
     print(batch.summary(rows, time.monotonic() - started, args.jobs) + f"; wrote {args.csv}")
     return 0
 

@@ -337,3 +337,21 @@ def test_progress_of_a_folder_that_does_not_exist(tmp_path, capsys):
     code, err = cli_exit(["progress", str(tmp_path / "nowhere")], capsys)
     assert code == 2 and "does not exist" in err
 
+
+
+def test_grades_that_cannot_be_written_at_the_end_are_printed(tmp_path, monkeypatch, capsys):
+    from dezero_mini.grading import batch
+
+    nobody = tmp_path / "nobody"  # a folder without the stage file: graded without a check
+    nobody.mkdir()
+
+    def full_disk(path, text):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(batch, "write_atomically", full_disk)
+    code = cli.main(["grade", str(STAGE), str(nobody), "--csv", str(tmp_path / "grades.csv")])
+    out, err = capsys.readouterr()
+    assert code == 2 and "No space left on device; the grades follow" in err
+    rows = list(csv.DictReader(out.splitlines()))
+    assert [(row["student"], row["status"], row["points"], row["max_points"]) for row in rows] == [
+        ("nobody", "missing", "0", str(submissions.MAX_POINTS))]

@@ -143,7 +143,10 @@ def autograde(root, number, *, weights=None, timeout=None, batches=None):
     root = Path(root)
     stage = get_stage(number)
     started = time.monotonic()
-    path, why = find_submission(root / "submission", stage)
+    try:
+        path, why = find_submission(root / "submission", stage)
+    except (OSError, RecursionError) as error:  # unreadable, or folders nested without end
+        path, why = None, f"the submission could not be read ({type(error).__name__}: {error})"
     if path is None:
         report = unchecked_report(number, stage.file_name, why, weights)
     else:
