@@ -21,6 +21,7 @@ from conftest import ROOT
 from dezero_mini import cli
 from dezero_mini.contracts import contracts_at, get_stage
 from dezero_mini.contracts.scoring import Weights
+from dezero_mini.grading import gradescope
 
 GRADER = ROOT / "graders" / "gradescope"
 STAGE = submissions.STAGE
@@ -167,3 +168,52 @@ def test_the_readme_states_the_stage_03_total_that_check_gives():
     readme = (GRADER / "README.md").read_text()
     stated = re.search(r"\((\d+) for stage 03 with the default weights", readme)
     assert stated and int(stated.group(1)) == sum(Weights().points_at(3).values())
+
+
+# --- Finding the submission: the hostile layouts ---------------------------------------
+def _layout_named_twice(folder):
+    for sub in ("a", "b"):
+        (folder / sub).mkdir()
+        (folder / sub / FILE_NAME).write_text("x = 1\n")
+
+
+def _layout_link(folder):
+    (folder / FILE_NAME).symlink_to(ROOT / "steps" / "step03_weakref_outputs.py")
+
+
+def _layout_too_large(folder):
+    (folder / FILE_NAME).write_text("#" * (gradescope.MAX_SUBMISSION_BYTES + 1))
+
+
+def _layout_other_name(folder):
+    (folder / "mine.py").write_text("x = 1\n")
+
+
+def _layout_two_other_names(folder):
+    (folder / "a.py").write_text("x = 1\n")
+    (folder / "b.py").write_text("x = 1\n")
+
+
+def _layout_linked_folder(folder):
+    (folder / "linked").symlink_to(ROOT / "steps", target_is_directory=True)
+
+
+SUBMISSION_LAYOUTS = [  # (layout, the file graded or None, what the reason says)
+    (_layout_named_twice, None, f"holds 2 files named {FILE_NAME}"),
+    (_layout_link, None, "is a link, not a file"),
+    (_layout_too_large, None, "more than a stage file can be"),
+    (_layout_other_name, "mine.py", None),
+    (_layout_two_other_names, None, "its Python files: a.py, b.py"),
+    (_layout_linked_folder, None, f"no {FILE_NAME} in the submission: upload"),
+]
+
+
+@pytest.mark.parametrize("layout, graded_file, reason", SUBMISSION_LAYOUTS,
+                         ids=[case[0].__name__[len("_layout_"):] for case in SUBMISSION_LAYOUTS])
+def test_find_submission_in_hostile_layouts(layout, graded_file, reason, tmp_path):
+    layout(tmp_path)
+    path, why = gradescope.find_submission(tmp_path, get_stage(STAGE))
+    if graded_file:
+        assert path == tmp_path / graded_file and why is None
+    else:
+        assert path is None and reason in why, why
