@@ -355,3 +355,33 @@ def test_grades_that_cannot_be_written_at_the_end_are_printed(tmp_path, monkeypa
     rows = list(csv.DictReader(out.splitlines()))
     assert [(row["student"], row["status"], row["points"], row["max_points"]) for row in rows] == [
         ("nobody", "missing", "0", str(submissions.MAX_POINTS))]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="reads the process tree with psutil")
+def test_sigterm_to_grade_ends_every_check_it_started(tmp_path):
+    import signal
+    import time
+
+    import psutil
+
+    hanging = write(tmp_path / "hanging", FILE_NAME, "while True:\n    pass\n").parent
+    grade = subprocess.Popen([sys.executable, "-m", "dezero_mini", "grade", str(STAGE),
+                              str(hanging), "--csv", str(tmp_path / "grades.csv"),
+                              "--timeout", "300"], cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        parent, descendants = psutil.Process(grade.pid), []
+        deadline = time.monotonic() + 120
+        while len(descendants) < 2 and time.monotonic() < deadline:  # the check and its worker
+            time.sleep(0.2)
+            descendants = parent.children(recursive=True)
+        assert len(descendants) >= 2, "grade did not start a check and its worker"
+        grade.send_signal(signal.SIGTERM)
+        _, err = grade.communicate(timeout=60)
+        assert grade.returncode == 130 and "interrupted" in err.decode()
+        gone, alive = psutil.wait_procs(descendants, timeout=10)
+        assert not alive, f"still running after grade ended: {alive}"
+        assert not (tmp_path / "grades.csv").exists()
+    finally:
+        if grade.poll() is None:
+            grade.kill()

@@ -3,9 +3,10 @@
 Each submission is checked by its own ``python -m dezero_mini check ...
 --json`` process (the learner's code runs in that check's worker, as it
 does for a learner), ``jobs`` at a time, from a scratch folder (never the
-submission's). The grader keeps the check processes it started and ends
-them when it is interrupted (Ctrl-C, SIGTERM, SIGHUP), so a stopped grading
-run leaves nothing running.
+submission's), each in a process group of its own. The grader keeps the
+checks it started and ends each one's group when it is interrupted (Ctrl-C,
+SIGTERM, SIGHUP) or a check overruns its limit, so a stopped grading run
+leaves nothing running.
 
 One row per student: the student, the path, the status ("passed",
 "failed", "error": the file could not be checked, "missing": no stage file
@@ -98,38 +99,54 @@ class _Running:
         with self.lock:
             if self.stopping:
                 return None
+            # Its own process group: the check and whatever it started end together.
             process = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL,
-                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                       start_new_session=True)
             self.processes.add(process)
         try:
             out, err = process.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
-            process.terminate()  # check ends its own worker on SIGTERM
+            _signal_group(process, signal.SIGTERM)
             out, err = _reap(process)
             err += f"\ncheck did not finish in {timeout:g} s".encode()
         finally:
             with self.lock:
                 self.processes.discard(process)
+        _signal_group(process, signal.SIGKILL)  # anything the learner's code left running
         return process.returncode, out, err
 
     def stop(self):
-        """End every running check (SIGTERM, then SIGKILL after 5 s)."""
+        """End every running check and its processes (SIGTERM to each one's
+        group, then SIGKILL to those still there after 5 s)."""
         with self.lock:
             self.stopping = True
             processes = list(self.processes)
         for process in processes:
-            if process.poll() is None:
-                process.terminate()
+            _signal_group(process, signal.SIGTERM)
         for process in processes:
             _reap(process)
 
 
-def _reap(process):
+def _signal_group(process, number):
+    """Send ``number`` to the process group that ``process`` leads (the check
+    and its worker), if any of it is left."""
     try:
-        return process.communicate(timeout=5)
+        os.killpg(process.pid, number)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _reap(process):
+    """Wait for a check that was told to stop; SIGKILL its group after 5 s."""
+    try:
+        out, err = process.communicate(timeout=5)
     except subprocess.TimeoutExpired:
-        process.kill()
-        return process.communicate()
+        out, err = b"", b""
+    _signal_group(process, signal.SIGKILL)  # a worker left behind by its check, if any
+    if process.returncode is None:
+        out, err = process.communicate()
+    return out, err
 
 
 @dataclass
