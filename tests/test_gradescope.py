@@ -217,3 +217,13 @@ def test_find_submission_in_hostile_layouts(layout, graded_file, reason, tmp_pat
         assert path == tmp_path / graded_file and why is None
     else:
         assert path is None and reason in why, why
+
+
+@pytest.mark.parametrize("script", ["setup.sh", "run_autograder"])
+def test_the_scripts_are_executable_bash_that_parses(script):
+    """setup.sh installs with apt and pip as root, so it is not run here: bash
+    only parses it (run_autograder is run above)."""
+    path = GRADER / script
+    assert os.access(path, os.X_OK) and path.read_text().startswith("#!/usr/bin/env bash\n")
+    done = subprocess.run(["bash", "-n", str(path)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
