@@ -17,7 +17,7 @@ LAB_STAMP := $(VENV)/.installed-lab
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv dot chromium book test lab test-pythons notebooks clean distclean
+.PHONY: help venv dot chromium book test lab test-pythons notebooks gradescope-zip clean distclean
 
 help:
 	@echo "make book        set up .venv, execute the notebooks, build the book (build/book/html)"
@@ -28,6 +28,7 @@ help:
 	@echo "make venv        only create/update the virtual environment .venv"
 	@echo "make dot         only check for Graphviz's 'dot' (installing it where possible)"
 	@echo "make chromium    only check for Chromium, which the site test opens the book in (installing it where possible)"
+	@echo "make gradescope-zip STAGE=N [WEIGHTS=file]  the autograder zip of stage N for Gradescope (build/gradescope)"
 	@echo "make clean       remove build/"
 	@echo "make distclean   remove build/ and .venv/"
 	@echo "Python used for .venv: PYTHON=$(PYTHON) (3.10 or newer)"
@@ -131,6 +132,11 @@ test-pythons: dot
 
 notebooks: dot $(STAMP)
 	$(VPY) tools/run_notebooks.py
+
+# The zip for Gradescope's autograder: graders/gradescope/ and the course (see its README).
+gradescope-zip: $(STAMP)
+	@test -n "$(STAGE)" || { echo "make gradescope-zip: give the stage, e.g. make gradescope-zip STAGE=3" >&2; exit 2; }
+	$(VPY) tools/gradescope_zip.py --stage "$(STAGE)" $(if $(WEIGHTS),--weights "$(WEIGHTS)")
 
 clean:
 	rm -rf build

@@ -11,7 +11,9 @@ The commands, one per thing the course does:
 * ``leaks``: run the learner's own script and say which graphs its loop
   keeps alive, and through which name (exit 1 when they grow);
 * ``start`` and ``check`` (in ``cli_check``): rebuild a stage yourself and
-  hold your file to the stage's memory contract.
+  hold your file to the stage's memory contract;
+* ``grade`` and ``progress`` (in ``cli_grade``): a class's submissions of a
+  stage into one CSV, and a learner's own files, stage by stage.
 
 ``main(argv)`` returns the exit code: 0 when it worked, 1 when something it
 needs is missing (Graphviz's ``dot``), 2 for arguments it cannot use (the
@@ -26,6 +28,7 @@ from pathlib import Path
 
 import dezero_mini
 from dezero_mini.cli_check import add_check, add_start
+from dezero_mini.cli_grade import add_grade, add_progress
 from dezero_mini.cli_guard import (
     EXIT_SIGPIPE,
     EXIT_SIGTERM,
@@ -285,6 +288,8 @@ def build_parser(prog="dezero_mini"):
     _add_leaks(commands)
     add_start(commands, _subparser)
     add_check(commands, _subparser)
+    add_grade(commands, _subparser)
+    add_progress(commands, _subparser)
     return parser
 
 
@@ -298,7 +303,8 @@ def main(argv=None, prog="dezero_mini"):
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help(sys.stderr)
-        print(f"\n{prog}: error: choose a command: train, memory, graph, leaks, start or check",
+        print(f"\n{prog}: error: choose a command: train, memory, graph, leaks, start, check, "
+              "grade or progress",
               file=sys.stderr)
         return 2
     command = f"{prog} {args.command}"

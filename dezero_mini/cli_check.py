@@ -23,6 +23,9 @@ from dezero_mini.cli_guard import output_target_problem
 from dezero_mini.contracts import contracts_at, get_stage, stages
 from dezero_mini.contracts.bench import BATCHES
 from dezero_mini.contracts.runner import DEFAULT_TIMEOUT, DEFAULT_TOTAL_TIMEOUT, check_file
+from dezero_mini.contracts.scoring import Weights, WeightsError, display_points, select_contracts
+from dezero_mini.grading import gradescope
+from dezero_mini.grading.files import OutputPathError, writable_path
 from dezero_mini.memory.stages import stage_path
 
 
@@ -63,6 +66,66 @@ def seconds(text):
 
 
 MAX_SECONDS = 86400.0
+
+
+def weights_file(text):
+    """An argument type: a weights file (``scoring.Weights``), read and checked."""
+    try:
+        return Weights.from_file(text)
+    except WeightsError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def output_path(what):
+    """An argument type: a file that can be written (checked before any long run)."""
+
+    def convert(text):
+        try:
+            return writable_path(text, what)
+        except OutputPathError as error:
+            raise argparse.ArgumentTypeError(str(error)) from None
+
+    return convert
+
+
+def stage_options(args):
+    """Check the options that depend on the stage (``--contract``, ``--weights``)
+    against it; argparse's error (exit 2) when they do not fit. Returns
+    ``(names, weights)`` for ``check_file``."""
+    try:
+        select_contracts(args.stage, args.contract)
+        if args.weights is not None:
+            args.weights.points_at(args.stage, select_contracts(args.stage, args.contract))
+    except WeightsError as error:
+        args.parser.error(f"argument --weights: {error}")
+    except ValueError as error:
+        args.parser.error(f"argument --contract: {error}")
+    return args.contract, args.weights
+
+
+def add_scoring_options(parser):
+    """--contract and --weights: which contracts, and their points (``check``, ``grade``)."""
+    parser.add_argument("--contract", action="append", metavar="NAME", help=(
+        "run only this contract (repeat it for several); the others are left out of the "
+        "report and of the total"))
+    parser.add_argument("--weights", type=weights_file, metavar="FILE", help=(
+        "points per contract, from a .toml or .json file (keys: new, inherited, "
+        f"[contracts], [stages.N]); default: {display_points(Weights().new)} for a contract "
+        f"new in the stage, {display_points(Weights().inherited)} for an inherited one"))
+
+
+def add_run_options(parser):
+    """--timeout, --total-timeout and --batches: how each check runs (``check``, ``grade``, ``progress``)."""
+    parser.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT,
+                        metavar="SECONDS", help=(
+        "time allowed to load the file and to each contract (default: %(default)g)"))
+    parser.add_argument("--total-timeout", type=seconds, default=DEFAULT_TOTAL_TIMEOUT,
+                        metavar="SECONDS", help=(
+        "time allowed to the whole check; the contracts it leaves fail as not run "
+        "(default: %(default)g)"))
+    parser.add_argument("--batches", type=batch_count, default=BATCHES, metavar="N", help=(
+        "batches of the training run that the memory contracts record "
+        "(default: %(default)s, as in the course's tests; fewer is faster and less sure)"))
 
 
 # --- start ---------------------------------------------------------------------------
@@ -145,13 +208,15 @@ def report_text(report):
         width = max(len(result.name) for result in report.results)
         for result in report.results:
             status = "pass" if result.passed else "FAIL"
-            lines.append(f"{status}  {result.name:<{width}}  expected {result.expected}; "
-                         f"measured {result.measured}")
+            points = f"{display_points(result.points)}/{display_points(result.max_points)}"
+            lines.append(f"{status}  {result.name:<{width}}  {points:>5}  expected "
+                         f"{result.expected}; measured {result.measured}")
             if not result.passed:
-                lines.append(f"      {'':<{width}}  hint: {result.hint}")
-        passed = sum(result.passed for result in report.results)
-        lines.append(f"{passed} of {len(report.results)} contracts pass "
-                     f"({report.seconds:.1f} s)")
+                lines.append(f"      {'':<{width}}  {'':>5}  hint: {result.hint}")
+    passed = sum(result.passed for result in report.results)
+    lines.append(f"{passed} of {len(report.results)} contracts pass, "
+                 f"{display_points(report.points)} of {display_points(report.max_points)} "
+                 f"points ({report.seconds:.1f} s)")
     if report.output.strip():
         lines.append("what the file printed" + (" (the beginning)" if report.output_truncated
                                                 else "") + ":")
@@ -178,13 +243,14 @@ def run_check(args):
     """``check``: hold a file to a stage's contracts; exit 0, 1 or 2, or
     128 + the signal's number when SIGINT, SIGTERM or SIGHUP stops it (the
     worker and every process it started are killed first)."""
+    names, weights = stage_options(args)
     previous = {}
     if threading.current_thread() is threading.main_thread():  # (only it may set handlers)
         previous = {signum: signal.signal(signum, _interrupt) for signum in STOP_SIGNALS}
     try:
         report = check_file(args.stage, args.file, timeout=args.timeout,
                             total_timeout=args.total_timeout, batches=args.batches,
-                            allow_reference=args.allow_reference)
+                            allow_reference=args.allow_reference, names=names, weights=weights)
     except Interrupted as stop:
         name = signal.Signals(stop.signum).name
         print(f"dezero_mini check: stopped by {name}: the worker and its processes were "
@@ -193,6 +259,13 @@ def run_check(args):
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
+    if args.gradescope is not None:
+        try:
+            gradescope.write_results(report, args.gradescope)
+        except OSError as error:  # checked before the run; the disk may still fill up
+            print(f"dezero_mini check: error: cannot write {str(args.gradescope)!r}: "
+                  f"{error.strerror or error}", file=sys.stderr)
+            return 2
     if args.json:
         print(report.to_json())
     else:
@@ -226,29 +299,32 @@ def add_check(commands, make_parser):
         "each one that fails. The file runs in a separate, contained process\n"
         "(isolated, in a scratch folder, with a reduced environment and resource\n"
         "limits), with a time limit per contract and one for the whole check.\n\n"
+        f"Each contract carries points ({display_points(Weights().new)} when new in the "
+        f"stage, {display_points(Weights().inherited)} when inherited,\n"
+        "unless --weights says otherwise), and every contract of the stage is in\n"
+        "every report, failed when the file cannot be loaded: the total is the\n"
+        "same for every file.\n\n"
         "exit status: 0 every contract passes, 1 a contract fails, 2 the file\n"
         "cannot be loaded, lacks or borrows a name that the stage needs, or\n"
         "tampered with the checker; 130, 143, 129 when SIGINT, SIGTERM, SIGHUP\n"
         "stop the check.\n\n"
         "examples:\n"
         "  %(prog)s 3 step03_weakref_outputs.py\n"
-        "  %(prog)s 5 step05_no_grad.py --json > result.json"))
+        "  %(prog)s 3 step03_weakref_outputs.py --contract live_objects_constant\n"
+        "  %(prog)s 5 step05_no_grad.py --json > result.json\n"
+        "  %(prog)s 5 step05_no_grad.py --gradescope results/results.json"))
     parser.add_argument("stage", type=stage_number, metavar="N", help=f"the stage ({known})")
     parser.add_argument("file", type=Path, metavar="FILE", help="your stage file")
     parser.add_argument("--json", action="store_true", help=(
         "print the results as JSON (for graders): the file, the stage, status, exit_code, "
-        "and per contract its name, passed, expected, measured, hint"))
-    parser.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT,
-                        metavar="SECONDS", help=(
-        "time allowed to load the file and to each contract (default: %(default)g)"))
-    parser.add_argument("--total-timeout", type=seconds, default=DEFAULT_TOTAL_TIMEOUT,
-                        metavar="SECONDS", help=(
-        "time allowed to the whole check; the contracts it leaves fail as not run "
-        "(default: %(default)g)"))
+        "points, max_points, and per contract its name, passed, expected, measured, hint, "
+        "points, max_points"))
+    parser.add_argument("--gradescope", type=output_path("Gradescope results file"),
+                        metavar="PATH", help=(
+        "also write Gradescope's results.json there (one test per contract, with its points)"))
     parser.add_argument("--allow-reference", action="store_true", help=(
         "check a file of the course's own steps/ (refused by default: a submission "
         "must be the learner's own work); for the course's maintainers"))
-    parser.add_argument("--batches", type=batch_count, default=BATCHES, metavar="N", help=(
-        "batches of the training run that the memory contracts record "
-        "(default: %(default)s, as in the course's tests; fewer is faster and less sure)"))
+    add_scoring_options(parser)
+    add_run_options(parser)
     parser.set_defaults(run=run_check, parser=parser)

@@ -37,10 +37,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from dezero_mini.contracts import contracts_at, get_stage, names_needed_at
+from dezero_mini.contracts import get_stage, names_needed_at
 from dezero_mini.contracts.bench import BATCHES
 from dezero_mini.contracts.channel import Reader, Tampered, new_key
 from dezero_mini.contracts.provenance import imported_names, reference_of
+from dezero_mini.contracts.scoring import Weights, select_contracts
 from dezero_mini.contracts.sandbox import (MIB, Limits, describe_limit, end_worker, make_scratch,
                                            remove_scratch, start_worker)
 
@@ -63,7 +64,10 @@ OUTPUT_LIMIT = 2000
 @dataclass
 class ContractResult:
     """One contract on the learner's file. ``error`` is None when the
-    measurement ran; "raised", "timeout" or "crashed" when it could not."""
+    measurement ran; "raised", "timeout", "crashed" or "contradiction" when it
+    could not or was contradicted from outside; "not_loaded" when the file
+    could not be checked (``CheckReport.settle``). ``points``: what it
+    earned, out of ``max_points``."""
 
     name: str
     from_stage: int
@@ -75,6 +79,8 @@ class ContractResult:
     hint: str
     seconds: float
     error: object = None
+    points: float = 0
+    max_points: float = 0
 
 
 @dataclass
@@ -105,7 +111,40 @@ class CheckReport:
         data["exit_code"] = self.exit_code
         data["passed"] = sum(result.passed for result in self.results)
         data["total"] = len(self.results)
+        data["points"] = self.points
+        data["max_points"] = self.max_points
         return data
+
+    def settle(self, contracts, points):
+        """Give every contract of ``contracts`` its place in the report, in
+        course order, with its points (``{name: points}``): the total is then
+        the same for every file checked, whether it loaded or not. When the
+        file could not be checked (status "error": it does not load, it is
+        not the learner's own, it tampered with the check), every contract
+        fails with the reason and earns nothing, even one that had passed
+        before the check was stopped. Returns the report."""
+        ran = {result.name: result for result in self.results}
+        if self.status == "error":
+            reason = ("the file could not be loaded" if not ran else "not counted")
+            self.results = [_result(
+                contract, passed=False, expected=contract.summary,
+                measured=f"{reason}: {self.message}", seconds=0, error="not_loaded")
+                for contract in contracts]
+        else:
+            self.results = [ran[contract.name] for contract in contracts]
+        for result in self.results:
+            result.max_points = points[result.name]
+            result.points = result.max_points if result.passed else 0
+        return self
+
+    @property
+    def points(self):
+        """The points earned (rounded: weights such as 0.1 add up inexactly)."""
+        return round(sum(result.points for result in self.results), 6)
+
+    @property
+    def max_points(self):
+        return round(sum(result.max_points for result in self.results), 6)
 
     def to_json(self):
         return json.dumps(self.as_dict(), indent=2)
@@ -349,10 +388,14 @@ def _limit_text(limits, code, text):
 
 
 def check_file(number, path, *, timeout=DEFAULT_TIMEOUT, total_timeout=DEFAULT_TOTAL_TIMEOUT,
-               batches=BATCHES, limits=Limits(), allow_reference=False):
-    """Hold the file ``path`` to every contract of stage ``number``.
+               batches=BATCHES, limits=Limits(), allow_reference=False, names=None,
+               weights=None):
+    """Hold the file ``path`` to every contract of stage ``number`` (or only
+    to those named in ``names``: ValueError for a name the stage lacks).
 
-    Returns a ``CheckReport``. ``timeout``: seconds for loading the file and
+    Returns a ``CheckReport`` that lists every one of these contracts, with
+    its points (``weights``: a ``scoring.Weights``, default new 2, inherited
+    1), whether the file could be checked or not. ``timeout``: seconds for loading the file and
     for each contract; ``total_timeout``: seconds for the whole check (the
     contracts that it leaves are reported as not run). ``batches``: batches
     of the training record that several contracts read (the tests of the
@@ -361,9 +404,21 @@ def check_file(number, path, *, timeout=DEFAULT_TIMEOUT, total_timeout=DEFAULT_T
     own ``steps/`` (refused by default: it is not a learner's work).
     """
     started = time.monotonic()
-    total_deadline = started + total_timeout
     stage = get_stage(number)  # ValueError for a stage without contracts
-    path = Path(path)
+    selected = select_contracts(number, names)
+    points = (weights or Weights()).points_at(number, selected)
+    report = _check(stage, Path(path), selected, timeout=timeout, total_timeout=total_timeout,
+                    batches=batches, limits=limits, allow_reference=allow_reference,
+                    total_deadline=started + total_timeout)
+    report.settle(selected, points)
+    report.seconds = round(time.monotonic() - started, 2)
+    return report
+
+
+def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, allow_reference,
+           total_deadline):
+    """Run the contracts ``selected`` on ``path`` in contained worker processes."""
+    number = stage.number
     report = CheckReport(stage=stage.number, stage_name=stage.name, stage_title=stage.title,
                          file=str(path), status="passed")
     if not path.is_file():
@@ -372,7 +427,7 @@ def check_file(number, path, *, timeout=DEFAULT_TIMEOUT, total_timeout=DEFAULT_T
     path = path.resolve()
     if _refuse_before_running(report, path, number, allow_reference):
         return report
-    contracts = {contract.name: contract for contract in contracts_at(number)}
+    contracts = {contract.name: contract for contract in selected}
     left = list(contracts)
     output = _Output(OUTPUT_LIMIT)
     installation = _installation_state()
@@ -460,7 +515,6 @@ def check_file(number, path, *, timeout=DEFAULT_TIMEOUT, total_timeout=DEFAULT_T
     if report.status != "error" and not all(result.passed for result in report.results):
         report.status = "failed"
     report.output, report.output_truncated = output.text, bool(output.dropped)
-    report.seconds = round(time.monotonic() - started, 2)
     return report
 
 

@@ -1,0 +1,86 @@
+"""``progress``: where a learner is in the course, one line per stage.
+
+For each stage with contracts, the learner's own file in a folder (the
+stage's file name, ``stepNN_<name>.py``, as ``start`` writes it; or the one
+file ``stepNN_*.py`` of that stage under another name), checked by
+``check_file`` against that stage's contracts: which pass, which fail, and
+the points. A stage without a file says how to begin it.
+"""
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from dezero_mini.contracts import stages
+from dezero_mini.contracts.scoring import display_points
+
+
+@dataclass
+class StageProgress:
+    """One stage of the course in a learner's folder: ``file`` (None when
+    there is none) and, when there is one, its check ``report``."""
+
+    number: int
+    title: str
+    file_name: str
+    file: Optional[Path] = None
+    report: object = None
+    note: str = ""
+
+    @property
+    def done(self):
+        return self.report is not None and self.report.status == "passed"
+
+
+def stage_file(folder, stage):
+    """The learner's file of ``stage`` in ``folder``: ``(path or None, note)``."""
+    exact = folder / stage.file_name
+    if exact.is_file():
+        return exact, ""
+    others = sorted(path for path in folder.glob(f"step{stage.number:02d}_*.py") if path.is_file())
+    if len(others) == 1:
+        return others[0], f"(named {others[0].name}, not {stage.file_name})"
+    if others:
+        return None, (f"{len(others)} files could be stage {stage.number:02d} ("
+                      f"{', '.join(path.name for path in others)}): name one {stage.file_name}")
+    return None, ""
+
+
+def progress(folder, check, on_stage=None):
+    """A ``StageProgress`` per stage, in course order; ``check(number, path)``
+    returns a check report (``check_file`` with the options of the command);
+    ``on_stage(progress)`` hears of each stage as it is done."""
+    found = []
+    for stage in stages():
+        path, note = stage_file(Path(folder), stage)
+        item = StageProgress(stage.number, stage.title, stage.file_name, path, note=note)
+        if path is not None:
+            item.report = check(stage.number, path)
+        found.append(item)
+        if on_stage:
+            on_stage(item)
+    return found
+
+
+def progress_line(item):
+    """One line for a stage: what is there, what passes, what fails."""
+    head = f"stage {item.number:02d} {item.title:<18}"
+    if item.file is None:
+        return (f"{head}  {item.note or 'not started'}: python -m dezero_mini start "
+                f"{item.number}")
+    report = item.report
+    passed = sum(result.passed for result in report.results)
+    line = (f"{head}  {passed}/{len(report.results)} contracts pass, "
+            f"{display_points(report.points)}/{display_points(report.max_points)} points")
+    if item.note:
+        line += f"  {item.note}"
+    if report.status == "error":
+        return f"{line}; cannot be checked: {report.message}"
+    failing = [result.name for result in report.results if not result.passed]
+    return line + (f"; fails: {', '.join(failing)}" if failing else "; done")
+
+
+def progress_summary(items):
+    started = [item for item in items if item.file is not None]
+    done = [item for item in items if item.done]
+    return (f"{len(done)} of {len(items)} stages pass every contract; "
+            f"{len(started)} have a file")
