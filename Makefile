@@ -17,7 +17,7 @@ LAB_STAMP := $(VENV)/.installed-lab
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv dot chromium book test lab test-pythons notebooks gradescope-zip clean distclean
+.PHONY: help venv dot chromium book test lab test-pythons notebooks gradescope-zip student-edition test-graders clean distclean
 
 help:
 	@echo "make book        set up .venv, execute the notebooks, build the book (build/book/html)"
@@ -25,6 +25,8 @@ help:
 	@echo "make lab         set up .venv with JupyterLab (and ipywidgets, memray, objgraph), open notebooks/"
 	@echo "make test-pythons  run the notebook and contract tests on every supported Python found (.venvs/)"
 	@echo "make notebooks   execute every notebook and report how long each took"
+	@echo "make student-edition UPTO=N   the course up to stage N for a lab's students (build/student-edition-NN)"
+	@echo "make test-graders  install nbgrader, Otter-Grader and repo2docker into .venv and test the lab recipes"
 	@echo "make venv        only create/update the virtual environment .venv"
 	@echo "make dot         only check for Graphviz's 'dot' (installing it where possible)"
 	@echo "make chromium    only check for Chromium, which the site test opens the book in (installing it where possible)"
@@ -122,8 +124,10 @@ $(LAB_STAMP): $(STAMP)
 	$(VPY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (dezero_mini .venv)"
 	@touch "$(LAB_STAMP)"
 
+# Jupyter refuses to start as root unless told to (a container, a lab machine's admin
+# account): pass --allow-root there, and only there.
 lab: dot $(LAB_STAMP)
-	$(VENV)/bin/jupyter lab notebooks/
+	$(VENV)/bin/jupyter lab $$([ "$$(id -u)" = 0 ] && echo --allow-root) notebooks/
 
 # Every Python from pyproject's requires-python up to the newest on PATH or in
 # pyenv, each in its own .venvs/py3.X; prints a table. CPU-heavy: minutes per Python.
@@ -137,6 +141,23 @@ notebooks: dot $(STAMP)
 gradescope-zip: $(STAMP)
 	@test -n "$(STAGE)" || { echo "make gradescope-zip: give the stage, e.g. make gradescope-zip STAGE=3" >&2; exit 2; }
 	$(VPY) tools/gradescope_zip.py --stage "$(STAGE)" $(if $(WEIGHTS),--weights "$(WEIGHTS)")
+
+# The course for a class that has finished stage UPTO: no step file, lesson or
+# solution of a later stage (tools/student_edition.py says what it holds).
+UPTO ?=
+student-edition: $(STAMP)
+	@[ -n "$(UPTO)" ] || { echo "make: give the last stage the class has finished: make student-edition UPTO=3" >&2; exit 2; }
+	$(VPY) tools/student_edition.py "$(UPTO)" $(if $(OUT),"$(OUT)")
+
+# The lab chapter's recipes run with the real graders (tests/test_graders.py skips
+# each recipe whose grader is not installed; this target installs them all).
+GRADERS_STAMP := $(VENV)/.installed-graders
+$(GRADERS_STAMP): $(STAMP)
+	$(VPY) -m pip install --disable-pip-version-check --editable ".[book,test,data,tools,widgets,site,graders]"
+	@touch "$(GRADERS_STAMP)"
+
+test-graders: dot $(GRADERS_STAMP)
+	$(VPY) -m pytest tests/test_graders.py $(PYTEST_ARGS)
 
 clean:
 	rm -rf build
