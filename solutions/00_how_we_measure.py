@@ -6,7 +6,7 @@ N); each function's body is what you would type into the lesson's cells.
 
 
 def exercise_1():
-    """IPython keeps the value of a cell that ends in an expression under three names: `_`, `_N` and `Out[N]`. So after `del big` and `gc.collect()` the object is still alive: the cache is reachable, so nothing in it is garbage, and only `disable_output_cache()` (or `del Out[N]`, `_`, `_N`) lets it go. Outside a notebook, an InteractiveShell runs the cells as a fresh kernel would."""
+    """IPython keeps the value of a cell that ends in an expression under `_N` and `Out[N]`, and for a while under `_`, `__` and `___`, the last three values shown. A cell that ends in `gc.collect()` shows a number, which pushes the object from `_` to `__`: so after `del big` and `gc.collect()` it is still alive, held by `__`, `_N` and `Out[N]`. The cache is reachable, so nothing in it is garbage; two more cells that show a value move it out of `__` and `___`, and only `disable_output_cache()` (or `del Out[N]`, `_N`) lets it go. Outside a notebook, an InteractiveShell runs the cells as a fresh kernel would."""
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()  # a fresh kernel, with the output cache on
@@ -15,21 +15,29 @@ def exercise_1():
         "class Big:\n    def __init__(self):\n        self.data = np.zeros(1_000_000)\n",
         "big = Big()\nalive = weakref.ref(big)",
         "big",  # the cell that ends in big: its value goes into the cache
-        "del big\nfound = gc.collect()",  # an assignment: nothing new in the cache
+        "del big\ngc.collect()",  # as a reader writes it: the number it returns is shown, and cached
+        "holders = [name for name, value in globals().items() if value is alive()]",
     ]
     for cell in cells:
         result = shell.run_cell(cell, store_history=True)
         result.raise_error()
-    cached_cell = shell.execution_count - 2  # the number N of the cell "big"
+    cached_cell = shell.execution_count - 3  # the number N of the cell "big"
     ns = shell.user_ns
     alive = ns["alive"]
-    holders = [name for name, value in ns.items() if value is alive() and not name.startswith("__")]
     print("alive after del big and gc.collect():", alive() is not None)
-    print("names that hold it:", holders)
+    print("names that hold it:", ns["holders"])
     print(f"Out[{cached_cell}] is it:", ns["Out"][cached_cell] is alive())
+    print("_ is what gc.collect() returned:", repr(ns["_"]))
     assert alive() is not None
-    assert set(holders) == {"_", f"_{cached_cell}"}
+    assert set(ns["holders"]) == {"__", f"_{cached_cell}"}
     assert ns["Out"][cached_cell] is alive()
+    assert isinstance(ns["_"], int)
+
+    for _ in range(2):  # two more cells that show a value: out of __, then out of ___
+        shell.run_cell("1 + 1", store_history=True).raise_error()
+    last_three = [name for name in ("_", "__", "___") if ns[name] is alive()]
+    print("after two more values shown, held by _, __ or ___:", last_three or "none of them")
+    assert not last_three and alive() is not None  # _N and Out[N] still keep it
 
     shell.run_cell("from dezero_mini.memory import disable_output_cache\n"
                    "disable_output_cache()\nfound = gc.collect()", store_history=True).raise_error()
@@ -68,15 +76,14 @@ def exercise_2():
 
 
 def exercise_3():
-    """A 256 MiB array is far above glibc's mmap threshold, so it gets its own mapping: RSS rises by 256 MiB when its pages are touched and falls by as much at `del a`, with no trim. Small objects are different: they come from pymalloc's arenas and glibc's heap, which keep freed memory for reuse, and that is why the lessons' RSS panels are noisy."""
+    """A 256 MiB array is far above glibc's mmap threshold, so it gets its own mapping: RSS rises by 256 MiB as `np.ones` writes its pages and falls by as much at `del a`, with no trim (`np.zeros` would leave the pages untouched, and out of RSS, until written). Small objects are different: they come from pymalloc's arenas and glibc's heap, which keep freed memory for reuse, and that is why the lessons' RSS panels are noisy."""
     import numpy as np
     import psutil
 
     process = psutil.Process()
     mib = 2**20
     before = process.memory_info().rss
-    a = np.ones(2**25)  # 2**25 float64 numbers: 256 MiB
-    a[:] = 1.0  # touch every page
+    a = np.ones(2**25)  # 2**25 float64 numbers, 256 MiB, every page written
     with_a = process.memory_info().rss
     del a
     after = process.memory_info().rss

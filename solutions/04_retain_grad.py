@@ -22,16 +22,18 @@ def exercise_1():
 
 
 def exercise_2():
-    """The saving grows with the batch in KiB, about 0.8 KiB per sample up to 512 samples: the gradients dropped are as large as the activations. In percent it is about 22 % up to 512 samples and about 29 % from 1024 on, because from 256 KiB per array numpy reuses temporaries in place in expressions like `gy * y * (1 - y)`, so both peaks lose temporaries and the dropped gradients become a larger share of what is left."""
+    """The saving grows with the batch in KiB, about 0.8 KiB per sample up to 512 samples: the gradients dropped are as large as the activations. In percent it is about 22 % up to 512 samples and about 29 % from 1024 on, because from 256 KiB per array numpy writes the result of an expression like `gy * y * (1 - y)` into one of its own temporaries. Stage 04's peak comes inside such an expression and loses about one array of the batch's size; stage 03's comes at the end of backward, when every gradient is held, and hardly moves (both in units of one array, `batch_size * 32 * 8` bytes)."""
     from dezero_mini.memory import load_stage, record_step_timeline
 
     stage03, stage04 = load_stage(3), load_stage(4)
-    savings = {}
+    savings, in_arrays = {}, {}
     for batch_size in (64, 256, 512, 1024, 2048):
         peak03 = record_step_timeline(stage03, batch_size=batch_size, count_objects=False).backward_peak
         peak04 = record_step_timeline(stage04, batch_size=batch_size, count_objects=False).backward_peak
         saved = peak03 - peak04
         savings[batch_size] = (saved / 1024, saved / peak03)
+        array = batch_size * 32 * 8  # one activation of the batch
+        in_arrays[batch_size] = (peak03 / array, peak04 / array)
         print(f"batch {batch_size:5d}: saves {saved / 1024:7.1f} KiB "
               f"({saved / batch_size / 1024:.2f} KiB per sample), {saved / peak03:.1%} of the peak")
     kib = [savings[b][0] for b in sorted(savings)]
@@ -43,6 +45,11 @@ def exercise_2():
         assert 0.19 < savings[batch_size][1] < 0.25
     for batch_size in (1024, 2048):
         assert 0.26 < savings[batch_size][1] < 0.32
+    (before03, before04), (after03, after04) = in_arrays[512], in_arrays[1024]
+    print(f"peaks in arrays of the batch, 512 -> 1024 samples: stage 03 {before03:.2f} -> {after03:.2f}, "
+          f"stage 04 {before04:.2f} -> {after04:.2f}")
+    assert 0.7 < before04 - after04 < 1.3  # stage 04's peak loses about one array
+    assert abs(before03 - after03) < 0.3  # stage 03's hardly moves
 
 
 def exercise_3():

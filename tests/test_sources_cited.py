@@ -72,6 +72,8 @@ def test_the_sources_chapter_cites_every_source():
         "nnengine-pro",                       # the five write-ups
         "2021-06-19",
         "OP Should Not Have Unused Input",
+        "github.com/PaddlePaddle/Paddle/wiki/OP-Should-Not-Have-Unused-Input",
+        "github.com/apache/mxnet/blob/master/docs/static_site/src/pages/api/architecture/note_memory.md",
         "2022-05-20",
         "2017-08-17",
         "Deep Learning from Scratch 3",       # the book and DeZero
@@ -101,3 +103,61 @@ def test_readme_has_a_sources_section():
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert re.search(r"^## Sources", readme, re.MULTILINE)
     assert "](docs/sources.md)" in readme
+
+
+# A source a reader can open has a link; one that cannot be found says so in
+# these words, and then the course takes what it tells "as reported".
+LINK = re.compile(r"<https?://[^>\s]+>|\]\(https?://[^)\s]+\)")
+NO_LINK = re.compile(r"\*\*(Unpublished|Not findable)[:.]")
+CJK = re.compile(r"[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+
+
+def _source_entries():
+    """The bulleted entries of docs/sources.md, each joined into one line, by section."""
+    entries, section, current = [], None, None
+    for line in SOURCES.read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            section, current = line[3:].strip(), None
+        elif line.startswith("- "):
+            current = [section, line[2:].strip()]
+            entries.append(current)
+        elif current is not None and line.startswith("  "):
+            current[1] += " " + line.strip()
+        else:
+            current = None
+    return entries
+
+
+def test_the_entries_are_found():
+    sections = {section for section, _ in _source_entries()}
+    assert {"The five write-ups", "Papers and design notes", "CPython's documentation"} <= sections
+    write_ups = [text for section, text in _source_entries() if section == "The five write-ups"]
+    assert len(write_ups) == 5, write_ups
+
+
+@pytest.mark.parametrize("section, text", _source_entries(), ids=lambda v: v[:40])
+def test_every_source_has_a_link_or_says_that_none_exists(section, text):
+    a_book = "a printed book" in text  # no page to open; the entry names where its code is
+    assert LINK.search(text) or NO_LINK.search(text) or a_book, (
+        f"docs/sources.md, {section!r}: {text[:80]!r}... gives no link a reader can open; give one, "
+        "or say '**Unpublished:' or '**Not findable:' and take what it tells as reported"
+    )
+    if NO_LINK.search(text):
+        assert "report" in text, f"{text[:80]!r}: say that the course takes it as its author reports it"
+
+
+@pytest.mark.parametrize("section, text", _source_entries(), ids=lambda v: v[:40])
+def test_every_title_reads_without_cjk_fonts(section, text):
+    """A browser without CJK fonts draws boxes: the title a reader sees first is in Latin script,
+    the original beside it."""
+    title = re.match(r"\*\*(.+?)\*\*|[^*]*?\*(.+?)\*", text)
+    shown = next(filter(None, title.groups())) if title else text.split("(")[0]
+    assert not CJK.search(shown), f"docs/sources.md: the title {shown!r} needs a Latin-script title first"
+
+
+def test_the_pattern_for_a_link_or_its_absence():
+    assert LINK.search("see <https://arxiv.org/abs/1604.06174>.")
+    assert LINK.search("[`gc`](https://docs.python.org/3/library/gc.html)")
+    assert not LINK.search("mxnet.io/architecture/note_memory.html")
+    assert NO_LINK.search("**Not findable: we found no public address for it.**")
+    assert not NO_LINK.search("a post that is not findable")

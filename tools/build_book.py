@@ -72,6 +72,7 @@ from run_notebooks import (  # noqa: E402
 
 INTRODUCTION = "introduction.md"
 LANDING = "docs/landing.md"
+FONTS = "docs/fonts"  # the book's CJK font (tools/make_cjk_font.py), loaded by docs/course.css
 STAGES_MARK = "<!-- stages -->"
 # Not readme.md: mdBook makes any README.md (in any case) the index of its folder.
 README_PAGE = "repository.md"
@@ -391,6 +392,9 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
     if src.exists():
         shutil.rmtree(src)
     src.mkdir(parents=True)
+    fonts = root / FONTS
+    if fonts.is_dir():  # docs/course.css loads the CJK font from beside itself (book.toml)
+        shutil.copytree(fonts, src / FONTS)
 
     chapters = {nb_path.resolve(): nb_path.stem + ".md" for nb_path in notebooks}
     landing = root / LANDING

@@ -62,6 +62,7 @@ from dezero_mini.memory.refgraph import GraphvizNotFound, ReferenceGraph, refere
 from dezero_mini.memory.stages import STAGES, load_stage, stage_label
 from dezero_mini.memory.timeline import Timeline, TimelineEvent, record_step_timeline
 from dezero_mini.memory.workload import ResidualStack, Workload, grad_array
+from dezero_mini.memory.wording import span
 
 __all__ = [
     "COLLECTOR_MODES",
@@ -84,6 +85,7 @@ __all__ = [
     "Workload",
     "count_live_objects",
     "disable_output_cache",
+    "span",
     "find_leaks",
     "framework_classes",
     "grad_array",

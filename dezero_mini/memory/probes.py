@@ -6,6 +6,7 @@ changes, so that an instrument leaves the process as it found it.
 import contextlib
 import gc
 import tracemalloc
+import warnings
 
 import numpy as np
 
@@ -56,6 +57,12 @@ class GcWatch:
         gc.callbacks.remove(self)
 
 
+# Two reads of the same counter, a moment apart, differ only by the pages that
+# came and went in between: a few hundred KiB in a notebook. More means that
+# the two do not read the same thing.
+RSS_AGREEMENT = 8 * MIB
+
+
 def _memory_profiler_reader():
     """RSS in bytes through memory_profiler's ``memory_usage(-1, interval=0)``.
 
@@ -93,8 +100,9 @@ def rss_reader(source=True):
     counts: a 5-15 KiB ramp in the traced signal of a stage that is flat.
     ``"memory_profiler"``: sample with ``memory_usage`` every batch anyway
     (and accept that ramp).
-    If memory_profiler is missing or fails (no release since 2022), psutil
-    alone is used.
+    If memory_profiler is missing, fails (no release since 2022) or reads a
+    number more than ``RSS_AGREEMENT`` away from psutil's, psutil alone is
+    used, and a ``RuntimeWarning`` says so and why.
     """
     if not source:
         return None
@@ -103,12 +111,17 @@ def rss_reader(source=True):
     read_psutil = _psutil_reader()
     try:
         read_mp = _memory_profiler_reader()
-        # The two read the same counter; pages may come and go in between.
-        if abs(read_mp() - read_psutil()) > 64 * MIB:
-            raise RuntimeError("memory_profiler and psutil disagree about RSS")
-    except Exception:  # noqa: BLE001  (any failure of memory_profiler: fall back)
-        return read_psutil
-    return read_mp if source == "memory_profiler" else read_psutil
+        by_mp, by_psutil = read_mp(), read_psutil()
+        apart = abs(by_mp - by_psutil)
+    except Exception as error:  # noqa: BLE001  (any failure of memory_profiler: fall back, and say so)
+        problem = f"memory_profiler could not read it ({type(error).__name__}: {error})"
+    else:
+        if apart <= RSS_AGREEMENT:
+            return read_mp if source == "memory_profiler" else read_psutil
+        problem = (f"memory_profiler read {by_mp / MIB:.1f} MiB and psutil {by_psutil / MIB:.1f} MiB, "
+                   f"more than {RSS_AGREEMENT / MIB:.0f} MiB apart")
+    warnings.warn(f"RSS: {problem}; reading RSS through psutil alone", RuntimeWarning, stacklevel=2)
+    return read_psutil
 
 
 _LIBC = []  # the C library, loaded once (a CDLL object is a reference cycle)

@@ -1,0 +1,14 @@
+"""Figures in the lessons' sentences, worded from the numbers themselves."""
+
+
+def span(low, high, spec):
+    """The range from ``low`` to ``high`` formatted with ``spec``: one figure
+    when both ends print the same ("23%"), else "22% to 24%".
+
+    >>> span(0.231, 0.234, ".0%")
+    '23%'
+    >>> span(2.94, 3.06, ".1f")
+    '2.9 to 3.1'
+    """
+    low_text, high_text = format(low, spec), format(high, spec)
+    return low_text if low_text == high_text else f"{low_text} to {high_text}"
