@@ -62,7 +62,7 @@ def exercise_2():
 
 
 def exercise_3():
-    """A sigmoid that saves its input instead of its output passes the check (its backward reads what it saved), yet the graph holds two activations more when backward starts: the input, and the output that the next `matmul` keeps anyway. The check finds values that are never read, not values that a better choice would avoid; choosing what to save is still the author's job."""
+    """A sigmoid that saves its input instead of its output passes the check (its backward reads what it saved), yet the graph holds two activations more when backward starts, one per sigmoid layer of the standard workload: each keeps its input, which nothing else keeps, while its output is kept all the same by the next `matmul`. The check finds values that are never read, not values that a better choice would avoid; choosing what to save is still the author's job."""
     import numpy as np
 
     from dezero_mini.memory import Workload, load_stage, record_step_timeline
