@@ -17,7 +17,7 @@ LAB_STAMP := $(VENV)/.installed-lab
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv dot chromium book test lab test-pythons notebooks gradescope-zip student-edition test-graders clean distclean
+.PHONY: help venv dot chromium book test lab test-pythons notebooks gradescope-zip student-edition test-graders test-torch clean distclean
 
 help:
 	@echo "make book        set up .venv, execute the notebooks, build the book (build/book/html)"
@@ -27,6 +27,7 @@ help:
 	@echo "make notebooks   execute every notebook and report how long each took"
 	@echo "make student-edition UPTO=N   the course up to stage N for a lab's students (build/student-edition-NN)"
 	@echo "make test-graders  install nbgrader, Otter-Grader and repo2docker into .venv and test the lab recipes"
+	@echo "make test-torch  install PyTorch (a CPU build) into .venv and run the tests that need it"
 	@echo "make venv        only create/update the virtual environment .venv"
 	@echo "make dot         only check for Graphviz's 'dot' (installing it where possible)"
 	@echo "make chromium    only check for Chromium, which the site test opens the book in (installing it where possible)"
@@ -158,6 +159,13 @@ $(GRADERS_STAMP): $(STAMP)
 
 test-graders: dot $(GRADERS_STAMP)
 	$(VPY) -m pytest tests/test_graders.py $(PYTEST_ARGS)
+# PyTorch for the tests that need it (the leak finder on PyTorch scripts, the differential
+# test): a CPU build, from PyTorch's own index by default, since PyPI's Linux wheel is a
+# multi-gigabyte CUDA build. Elsewhere: make test-torch TORCH_PIP_ARGS="--index-url URL".
+TORCH_PIP_ARGS ?= --index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple
+test-torch: $(STAMP)
+	$(VPY) -c 'import torch' 2>/dev/null || $(VPY) -m pip install --disable-pip-version-check $(TORCH_PIP_ARGS) "torch==2.13.0"
+	$(VPY) -m pytest tests/test_torch_leaks.py tests/test_vs_torch.py $(PYTEST_ARGS)
 
 clean:
 	rm -rf build

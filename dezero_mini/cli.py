@@ -257,7 +257,12 @@ def _add_leaks(commands):
         "loop keeps alive: objects and bytes per iteration, and the shortest\n"
         "chain of references from a name of the script (total_loss,\n"
         "trainer.history['loss'][3], a closure, ...) to the largest surviving graph.\n\n"
-        "exit status: the script's own when it fails (1 for an exception, N for\n"
+        "A script that imports torch is judged by the autograd graphs that its\n"
+        "names hold at each optimizer step (PyTorch keeps a graph's tensors in its\n"
+        "C++ nodes, where counting Python objects cannot see them): a name whose\n"
+        "graph grew at several steps in a row is reported with the graph's nodes,\n"
+        "its saved bytes, and the fix that fits.\n\n"
+                "exit status: the script's own when it fails (1 for an exception, N for\n"
         "sys.exit(N)); else 0 nothing grows, 1 something grows; 2 the script cannot\n"
         "be run (missing, or a syntax error)\n\n"
         "examples:\n"
@@ -266,6 +271,12 @@ def _add_leaks(commands):
     parser.add_argument("--consecutive", type=at_least_two, default=5, metavar="N", help=(
         "report when the live objects have grown at N iterations in a row "
         "(default: %(default)s)"))
+    parser.add_argument("--framework", choices=("auto", "dezero_mini", "torch"), default="auto",
+                        help=("what the script uses: auto (the default) runs a script that "
+                              "imports torch as a PyTorch script, any other as a dezero_mini one"))
+    parser.add_argument("--steps", type=positive_int, default=30, metavar="N", help=(
+        "PyTorch scripts: stop the script after N optimizer steps (or loop rounds, "
+        "without an optimizer) and judge them (default: %(default)s)"))
     parser.add_argument("script", metavar="SCRIPT", help="the Python script to run")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
                         help="arguments for the script")

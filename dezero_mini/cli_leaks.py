@@ -57,7 +57,6 @@ grows and 1 when something does; 2 when the script cannot be run at all
 (missing, or a syntax error). A script that ends with ``os._exit`` is judged
 at that call, before the process ends, so its verdict is never lost.
 """
-import ast
 import builtins
 import gc
 import os
@@ -68,40 +67,12 @@ from pathlib import Path
 
 from dezero_mini.cli_guard import Terminated
 from dezero_mini.memory.leaks import judge, report_between, survivors_between
+from dezero_mini.memory.loop_marks import ROUND, compile_with_loop_marks
 from dezero_mini.memory.tracking import Tracker
 
 UNIT = "iteration"
 HEADER = "=== dezero_mini leaks"
-ROUND = "__dezero_mini_leaks_round__"  # a dunder name: never shown as a root
 SCRIPT_FAILED = 1  # Python's exit status after an uncaught exception
-
-
-class _MarkLoopRounds(ast.NodeTransformer):
-    """Put ``ROUND(k)`` at the top of the body of every loop statement;
-    ``lines[k]`` is loop k's line."""
-
-    def __init__(self):
-        self.lines = []
-
-    def _loop(self, node):
-        self.generic_visit(node)
-        call = ast.Expr(ast.Call(ast.Name(ROUND, ast.Load()), [ast.Constant(len(self.lines))], []))
-        for piece in ast.walk(call):  # the location of the body's first line
-            ast.copy_location(piece, node.body[0])
-        node.body.insert(0, call)
-        self.lines.append(node.lineno)
-        return node
-
-    visit_For = visit_AsyncFor = visit_While = _loop
-
-
-def compile_with_loop_marks(source, filename):
-    """(the code of the script with a mark at each round of its loops, the
-    line of each loop). Raises SyntaxError as ``compile`` would."""
-    tree = ast.parse(source, filename)
-    marker = _MarkLoopRounds()
-    tree = marker.visit(tree)
-    return compile(tree, filename, "exec", dont_inherit=True), marker.lines
 
 
 class _Series:
@@ -212,15 +183,24 @@ class _Watch:
 
 
 def run_leaks(args, out=None):
-    """``leaks``: run the script under watch; return 0, 1 or 2."""
+    """``leaks``: run the script under watch; return 0, 1 or 2. A script that
+    imports torch is run by :mod:`dezero_mini.cli_leaks_torch` (imported
+    here, where it is needed: it needs PyTorch)."""
+    from dezero_mini.cli_leaks_torch import run_torch_leaks
+    from dezero_mini.memory.torch_leaks import imports_torch
+
     out = out or sys.stdout
     prog = args.parser.prog if getattr(args, "parser", None) else "dezero_mini leaks"
     path = Path(args.script)
     if not path.is_file():
         print(f"{prog}: error: no such script: {args.script!r}", file=sys.stderr)
         return 2
+    framework = getattr(args, "framework", "auto")
     try:
-        code, loop_lines = compile_with_loop_marks(path.read_bytes(), str(path))
+        source = path.read_bytes()
+        if framework == "torch" or (framework == "auto" and imports_torch(source)):
+            return run_torch_leaks(args, path, source, out, prog)
+        code, loop_lines = compile_with_loop_marks(source, str(path))
     except SyntaxError:
         print(f"{prog}: error: {args.script} cannot be run:", file=sys.stderr)
         traceback.print_exc(limit=0, file=sys.stderr)

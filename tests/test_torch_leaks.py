@@ -1,0 +1,154 @@
+"""``leaks`` on PyTorch scripts: the six leaking loops of examples/pytorch/ and their fixes.
+
+PyTorch is optional (it is not installed by make book or make test: its
+default Linux wheel is a multi-gigabyte CUDA build), so these tests are
+skipped without it; ``make test-torch`` installs a CPU build and runs them.
+The message for a missing torch is tested either way.
+"""
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dezero_mini.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples" / "pytorch"
+
+#: (example, the name that keeps the graph, what its fix must say, saved tensors kept)
+PATTERNS = [
+    ("total_loss.py", "total_loss", "total_loss += loss.item()", False),
+    ("losses_list.py", "losses", "`.item()`", False),
+    ("outputs_list.py", "predictions", "torch.no_grad()", True),
+    ("hidden_state.py", "h_val", "h_val = h_val.detach()", True),
+    ("running_metric.py", "smoothed", "smoothed = smoothed.detach()", True),
+    ("activation_cache.py", "model.seen", "`.detach()`", False),
+]
+
+
+def leaks(capsys, *argv):
+    code = main(["leaks", *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch", reason="PyTorch is not installed (make test-torch)")
+
+
+@pytest.mark.parametrize("example, name, fix, saves", PATTERNS,
+                         ids=[pattern[0] for pattern in PATTERNS])
+def test_each_leaking_loop_is_reported_with_its_name_and_fix(torch, capsys, example, name,
+                                                             fix, saves):
+    code, out, err = leaks(capsys, "--steps", "12", str(EXAMPLES / example))
+    assert code == 1, out + err
+    reported = [line for line in out.splitlines() if " keeps an autograd graph of " in line]
+    assert len(reported) == 1 and reported[0].startswith(f"{name} (a global of {example})")
+    assert "more per step" in reported[0]
+    assert ("of saved tensors" in reported[0]) == saves
+    assert fix in out and "Traceback" not in err
+
+
+@pytest.mark.parametrize("example", [pattern[0] for pattern in PATTERNS])
+def test_each_fixed_loop_is_clean(torch, capsys, example):
+    code, out, err = leaks(capsys, "--steps", "12", str(EXAMPLES / example), "--fixed")
+    assert code == 0, out + err
+    assert "no name keeps a growing autograd graph across steps" in out
+
+
+def test_a_correct_loop_of_1000_steps_is_clean(torch, capsys):
+    code, out, _ = leaks(capsys, "--steps", "1001", str(EXAMPLES / "total_loss.py"),
+                         "--fixed", "--steps", "1000")
+    assert code == 0
+    assert "finished after 1000 of the optimizer's steps" in out
+
+
+def test_the_graph_is_measured_in_nodes_per_step(torch, capsys):
+    """total_loss += loss adds the loss's graph (7 nodes of a 2-layer MLP's
+    loss, the parameters' AccumulateGrad nodes shared) at every step."""
+    code, out, _ = leaks(capsys, "--steps", "10", str(EXAMPLES / "total_loss.py"))
+    first = next(line for line in out.splitlines() if line.startswith("total_loss"))
+    assert code == 1 and ", 7 more per step," in first
+
+
+def write(tmp_path, text):
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(text))
+    return script
+
+
+LOOP = textwrap.dedent("""
+    import torch
+    w = torch.zeros(3, requires_grad=True)
+    optimizer = torch.optim.SGD([w], lr=0.1)
+    kept = []
+    for step in range(50):
+        loss = (w * torch.ones(3)).sum() ** 2
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        kept.append(loss)
+""")
+
+
+@pytest.mark.parametrize("ending, code, said", [
+    ("raise ValueError('bad data')", 1, "ValueError: bad data"),
+    ("import sys; sys.exit(3)", 3, "ended with exit status 3"),
+    ("import sys; sys.exit('fatal: no data')", 1, "fatal: no data"),
+    ("import os; os._exit(0)", 1, "ended itself with os._exit(0); judging"),
+])
+def test_the_scripts_fate_is_its_exit_status(torch, capsys, tmp_path, ending, code, said):
+    """A script that fails or cuts itself off is never judged clean: its
+    own failure is the exit status, and os._exit(0) after a leak is a leak."""
+    script = write(tmp_path, LOOP.replace("range(50)", "range(8)") + ending + "\n")
+    status, out, err = leaks(capsys, str(script))
+    assert status == code and said in err
+    assert "no name keeps" not in out
+
+
+def test_a_loop_without_an_optimizer_is_followed_by_its_rounds(torch, capsys, tmp_path):
+    script = write(tmp_path, """
+        import torch
+        w = torch.ones(4, requires_grad=True)
+        history = []
+        for step in range(20):
+            history.append((w * step).sum())   # an evaluation that builds graphs
+    """)
+    code, out, _ = leaks(capsys, str(script))
+    assert code == 1 and "the rounds of the loop at script.py:5" in out
+    assert out.count("history (a global of script.py)") == 1
+
+
+def test_a_local_of_a_running_function_is_named(torch, capsys, tmp_path):
+    body = textwrap.indent(LOOP.replace("import torch\n", ""), "    ")
+    script = write(tmp_path, "import torch\n\n\ndef train():" + body + "\n\ntrain()\n")
+    code, out, err = leaks(capsys, str(script))
+    assert code == 1, err
+    assert "kept (a local of train() at script.py:" in out
+
+
+def test_without_torch_the_message_says_how_to_install_it(capsys, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "torch", None)  # import torch now fails
+    script = write(tmp_path, LOOP)
+    code, _, err = leaks(capsys, str(script))
+    assert code == 2 and "imports torch, which is not installed here" in err
+    assert "Traceback" not in err
+
+
+def test_the_memory_plot_of_a_leaking_and_a_fixed_loop(torch):
+    from dezero_mini.memory.torch_leaks import plot_torch_runs, record_torch_script
+
+    script = EXAMPLES / "outputs_list.py"
+    leaking = record_torch_script(script, steps=15, label="predictions kept with their graph")
+    fixed = record_torch_script(script, "--fixed", steps=15, label="under torch.no_grad()")
+    assert len(leaking.nodes) == len(fixed.nodes) == 15
+    assert all(b > a for a, b in zip(leaking.nodes, leaking.nodes[1:]))
+    assert len(set(fixed.nodes)) == 1
+    assert leaking.saved_bytes[-1] > leaking.saved_bytes[0] and len(set(fixed.saved_bytes)) == 1
+    figure = plot_torch_runs([leaking, fixed])
+    for axis in figure.axes:
+        assert axis.get_title() and axis.get_xlabel() and axis.get_ylabel()
+        assert [text.get_text() for text in axis.get_legend().get_texts()] == [
+            leaking.label, fixed.label]
