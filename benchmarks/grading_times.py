@@ -5,13 +5,13 @@ Prints figures; it is not a test (timings depend on the machine). Run:
     .venv/bin/python benchmarks/grading_times.py [--students 6] [--jobs 2]
 
 1. Each stage's own file of ``steps/`` checked once, as ``python -m
-   dezero_mini check N FILE`` with the default options: the wall time, and
+   dezero_mini check N FILE --allow-reference`` with the default options: the wall time, and
    the CPU time of the check and its worker (user + system, from
    ``getrusage(RUSAGE_CHILDREN)``). On a busy machine the wall time grows
    with the load and the CPU time does not: the CPU time is what a check
    costs an idle core.
-2. ``grade 3`` on a small class (copies of stage 03, half of them correct,
-   half of them stage 02's file) with ``--jobs J``: wall and CPU time.
+2. ``grade 3`` on a small class (half of them a student's stage 03 made
+   from stage 02, half of them stage 02's file) with ``--jobs J``: wall and CPU time.
 3. The cost of 200 students x every stage, extrapolated from 1. as CPU
    time divided by the jobs, at ``--jobs 2`` on 2 cores and ``--jobs 16`` on
    16 cores: an estimate that assumes one check keeps one core busy and
@@ -20,7 +20,6 @@ Prints figures; it is not a test (timings depend on the machine). Run:
 import argparse
 import os
 import resource
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -29,6 +28,11 @@ from pathlib import Path
 
 from dezero_mini.contracts import stages
 from dezero_mini.memory.stages import stage_path
+
+# The class of part 2 is made as the tests make their submissions (a student's
+# stage 03, and stage 02 as it is): the course's own stage-03 file is refused.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+import submissions  # noqa: E402  (tests/submissions.py)
 
 CLASS_SIZE = 200
 
@@ -58,14 +62,16 @@ def main():
         print("stage  wall s   CPU s  exit")
         for stage in stages():
             wall, cpu, code = timed([*python, "check", str(stage.number),
-                                     str(stage_path(stage.number))], scratch)
+                                     str(stage_path(stage.number)), "--allow-reference"],
+                                    scratch)
             cpu_per_stage[stage.number] = cpu
             print(f"{stage.number:>5}  {wall:6.1f}  {cpu:6.1f}  {code:>4}")
         students = []
         for i in range(args.students):
             folder = Path(scratch) / f"student{i:02d}"
             folder.mkdir()
-            shutil.copy(stage_path(3 if i % 2 == 0 else 2), folder / "step03_weakref_outputs.py")
+            made = submissions.passing() if i % 2 == 0 else submissions.failing()
+            (folder / "step03_weakref_outputs.py").write_text(made)
             students.append(str(folder))
         wall, cpu, code = timed([*python, "grade", "3", *students, "--jobs", str(args.jobs),
                                  "--csv", str(Path(scratch) / "grades.csv")], scratch)
