@@ -6,6 +6,7 @@ student; ``progress [DIR]`` checks a learner's own stage files, one line per
 stage (``dezero_mini.grading.learner_progress``). Both run ``check`` with its
 contracts and points, and take its options (``add_run_options``).
 """
+import signal
 import sys
 import time
 from pathlib import Path
@@ -29,8 +30,14 @@ def run_grade(args):
                             timeout=args.timeout, total_timeout=args.total_timeout,
                             batches=args.batches, jobs=args.jobs)
     started = time.monotonic()
-    rows = batch.grade_all(grading, submissions,
-                           report_line=lambda line: print(line, file=sys.stderr, flush=True))
+    try:
+        rows = batch.grade_all(grading, submissions,
+                               report_line=lambda line: print(line, file=sys.stderr, flush=True))
+    except batch.GradingStopped as stop:
+        name = signal.Signals(stop.signum).name
+        print(f"dezero_mini grade: stopped by {name}: every check it started was ended; no "
+              "grades written", file=sys.stderr)
+        return 128 + stop.signum
     try:
         batch.write_csv(args.csv, args.stage, rows, names)
     except OSError as error:  # checked before grading; the disk may still fill up

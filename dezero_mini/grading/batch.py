@@ -126,7 +126,13 @@ class _Running:
         for process in processes:
             _signal_group(process, signal.SIGTERM)
         for process in processes:
-            _reap(process)
+            # Only wait: the thread that started the check is reading its pipes
+            # (a second communicate() on the same process would race it).
+            try:
+                process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            _signal_group(process, signal.SIGKILL)
 
 
 def _signal_group(process, number):
@@ -255,14 +261,23 @@ def _progress_line(row, done, total):
             f"{row['seconds']:.1f} s)")
 
 
+class GradingStopped(BaseException):
+    """SIGTERM or SIGHUP arrived while grading (``signum``); the running
+    checks have been ended. (Ctrl-C is KeyboardInterrupt, as anywhere.)"""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
 def _stop_on_signals():
-    """Turn SIGTERM and SIGHUP into KeyboardInterrupt while grading (as
-    Ctrl-C is), so that the running checks are ended; returns the old handlers."""
+    """Turn SIGTERM and SIGHUP into GradingStopped while grading, so that the
+    running checks are ended; returns the old handlers."""
     if threading.current_thread() is not threading.main_thread():
         return {}
 
     def interrupt(signum, frame):
-        raise KeyboardInterrupt
+        raise GradingStopped(signum)
 
     previous = {}
     for name in ("SIGTERM", "SIGHUP"):
