@@ -15,6 +15,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+from dezero_mini.browser import processes_unavailable
 from dezero_mini.contracts import contracts_at, get_stage, stages
 from dezero_mini.contracts.bench import BATCHES
 from dezero_mini.contracts.runner import DEFAULT_TIMEOUT, check_file
@@ -133,7 +134,14 @@ def report_text(report):
 
 
 def run_check(args):
-    """``check``: hold a file to a stage's contracts; exit 0, 1 or 2."""
+    """``check``: hold a file to a stage's contracts; exit 0, 1 or 2 (2 also
+    where no process can be started, as in a browser: the file runs in one)."""
+    unavailable = processes_unavailable()
+    if unavailable:
+        print(f"dezero_mini check: {unavailable}, and check runs your file in a process of its "
+              "own: run it on a local install of the course (pip install the repository, "
+              "then dezero_mini check N FILE).", file=sys.stderr)
+        return 2
     report = check_file(args.stage, args.file, timeout=args.timeout, batches=args.batches)
     if args.json:
         print(report.to_json())

@@ -82,6 +82,16 @@ def _psutil_reader():
     return lambda: process.memory_info().rss
 
 
+def _no_rss_reader(why):
+    """A reader that reads None, for where the process RSS cannot be read."""
+    def read():
+        return None
+
+    read.available = False
+    read.missing = why
+    return read
+
+
 def rss_reader(source=True):
     """A function returning the process RSS in bytes, or None (source False).
 
@@ -94,13 +104,18 @@ def rss_reader(source=True):
     ``"memory_profiler"``: sample with ``memory_usage`` every batch anyway
     (and accept that ramp).
     If memory_profiler is missing or fails (no release since 2022), psutil
-    alone is used.
+    alone is used. Where psutil is missing too (a browser's Python: it has no
+    WebAssembly build), the reader reads None: ``read_rss.available`` is
+    False and ``read_rss.missing`` says why, and the recorder records no RSS.
     """
     if not source:
         return None
     if source not in (True, "psutil", "memory_profiler"):
         raise ValueError(f"rss must be True, False, 'psutil' or 'memory_profiler', not {source!r}")
-    read_psutil = _psutil_reader()
+    try:
+        read_psutil = _psutil_reader()
+    except ImportError:
+        return _no_rss_reader("psutil cannot be imported here")
     try:
         read_mp = _memory_profiler_reader()
         # The two read the same counter; pages may come and go in between.
