@@ -86,7 +86,7 @@ def test_button_urls_are_exact():
                                       "?labpath=notebooks%2F01_leaking_graph.ipynb")
     assert colab_url(REPO, stem) == ("https://colab.research.google.com/github/ada/dezero-course/"
                                      "blob/main/notebooks/01_leaking_graph.ipynb")
-    assert preview_url(stem) == "lite/notebooks/index.html?path=notebooks/01_leaking_graph.ipynb"
+    assert preview_url(stem) == "lite/start.html?path=notebooks/01_leaking_graph.ipynb"
     branch = Repository("ada", "dezero-course", "feature/lite")
     assert binder_url(branch, stem).startswith("https://mybinder.org/v2/gh/ada/dezero-course/feature%2Flite?")
     assert "/blob/feature/lite/notebooks/" in colab_url(branch, stem)
@@ -94,8 +94,8 @@ def test_button_urls_are_exact():
 
 def test_build_book_adds_the_buttons_to_a_lesson_chapter(tmp_path):
     write_config(tmp_path, "https://github.com/ada/dezero-course")
-    (tmp_path / "build" / "lite" / "notebooks").mkdir(parents=True)
-    (tmp_path / "build" / "lite" / "notebooks" / "index.html").write_text("<html></html>")
+    (tmp_path / "build" / "lite").mkdir(parents=True)
+    (tmp_path / "build" / "lite" / "start.html").write_text("<html></html>")
     add = build_book.launch_buttons_adder(tmp_path)
     page = add(SAMPLE_CHAPTER, "01_leaking_graph")
     title, rest = page.split("\n", 1)
@@ -104,7 +104,7 @@ def test_build_book_adds_the_buttons_to_a_lesson_chapter(tmp_path):
     assert hrefs == [
         "https://mybinder.org/v2/gh/ada/dezero-course/main?labpath=notebooks%2F01_leaking_graph.ipynb",
         "https://colab.research.google.com/github/ada/dezero-course/blob/main/notebooks/01_leaking_graph.ipynb",
-        "lite/notebooks/index.html?path=notebooks/01_leaking_graph.ipynb",
+        "lite/start.html?path=notebooks/01_leaking_graph.ipynb",
     ]
     for label in ("runs on a free server", "needs internet", "in your browser, needs internet for NumPy"):
         assert label in rest
@@ -245,6 +245,8 @@ def test_the_preview_has_the_notebooks_the_steps_and_the_wheel(built_preview):
     import build_lite
 
     assert (built_preview / "notebooks" / "index.html").is_file()
+    start = (built_preview / "start.html").read_text()
+    assert '"https://cdn.jsdelivr.net/pyodide/' in start and "needs internet" in start
     wheels = list((built_preview / "pypi").glob("dezero_mini-*.whl"))
     assert len(wheels) == 1
     lessons = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
@@ -268,8 +270,12 @@ def served(folder):
         server.server_close()
 
 
-@needs_lite_tools
-def test_the_preview_page_loads_in_chromium(built_preview):
+@pytest.fixture
+def chromium_page(built_preview):
+    """``open(cdn_up)``: a page of Chromium on the served preview, in which a request
+    off the local server (Pyodide's CDN) is answered with an empty 200 when
+    ``cdn_up``, else refused: the network is never used. Returns (page, base URL,
+    the URLs asked for off the server)."""
     playwright = pytest.importorskip("playwright.sync_api")
     from check_site import find_chromium
 
@@ -279,23 +285,49 @@ def test_the_preview_page_loads_in_chromium(built_preview):
     with served(built_preview) as url, playwright.sync_playwright() as p:
         browser = p.chromium.launch(executable_path=chromium, args=[
             "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        try:
+
+        def open_page(cdn_up):
             context = browser.new_context()
-            blocked = []
-            # Pyodide's CDN: never reached from a test (this machine has no way out anyway).
-            context.route(lambda u: not u.startswith(url),
-                          lambda route: (blocked.append(route.request.url), route.abort()))
+            asked = []
+
+            def answer(route):
+                asked.append(route.request.url)
+                route.fulfill(status=200, body="") if cdn_up else route.abort()
+
+            context.route(lambda u: not u.startswith(url), answer)
             page = context.new_page()
-            page.on("requestfailed", lambda request: blocked.append(request.url))
-            page.goto(url + launch_buttons.preview_url("01_leaking_graph").split("/", 1)[1])
-            title = build_book.chapter_title(nbformat.read(ROOT / "notebooks" / "01_leaking_graph.ipynb", 4), "")
-            # the lesson is open: its title is in the page (its cell, its table of contents)
-            page.get_by_text(title).first.wait_for(state="attached", timeout=90_000)
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=30_000)
-            for _ in range(30):  # the kernel asks for Pyodide, which does not come
-                if any("pyodide" in u for u in blocked):
-                    break
-                page.wait_for_timeout(1000)
-            assert any("pyodide" in u for u in blocked), blocked
+            page.on("requestfailed", lambda request: asked.append(request.url))
+            return page, url, asked
+
+        try:
+            yield open_page
         finally:
             browser.close()
+
+
+@needs_lite_tools
+def test_without_internet_the_preview_says_it_needs_it(chromium_page):
+    page, url, asked = chromium_page(cdn_up=False)
+    page.goto(url + preview_url("01_leaking_graph").split("/", 1)[1])
+    message = page.wait_for_selector("#no-internet", timeout=30_000).inner_text()
+    assert "needs internet" in message and "cdn.jsdelivr.net" in message
+    assert any("pyodide" in u for u in asked), asked
+
+
+@needs_lite_tools
+def test_with_internet_the_preview_opens_the_lesson(chromium_page):
+    page, url, asked = chromium_page(cdn_up=True)
+    page.goto(url + preview_url("01_leaking_graph").split("/", 1)[1])
+    page.wait_for_url("**/notebooks/index.html?path=notebooks/01_leaking_graph.ipynb", timeout=30_000)
+    title = build_book.chapter_title(nbformat.read(ROOT / "notebooks" / "01_leaking_graph.ipynb", 4), "")
+    # the lesson is open: its title is in the page (its cell, its table of contents)
+    page.get_by_text(title).first.wait_for(state="attached", timeout=90_000)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=30_000)
+
+
+@needs_lite_tools
+def test_a_start_page_path_off_the_notebooks_is_not_followed(chromium_page):
+    page, url, _ = chromium_page(cdn_up=True)
+    page.goto(url + "start.html?path=https://example.org/x.ipynb")
+    page.wait_for_url("**/notebooks/index.html", timeout=30_000)
+    assert page.url == url + "notebooks/index.html"

@@ -10,7 +10,10 @@ the reader's browser tab. It holds:
 * the course's wheel (``pip wheel --no-deps .``) in the site's own package index, which
   the install cell installs without its dependencies (memory-profiler and psutil have
   no WebAssembly build; the course reads no RSS there);
-* JupyterLab, the notebook app and the REPL with the Pyodide kernel.
+* JupyterLab, the notebook app and the REPL with the Pyodide kernel;
+* ``start.html``, where the book's buttons point: it opens the lesson once Pyodide's
+  CDN answers, and otherwise says that the preview needs internet (JupyterLite's own
+  page would wait for a kernel that never starts, without a word).
 
 NumPy and Matplotlib are not in it: the install cell loads them from Pyodide's CDN at
 run time, as the kernel itself, so the preview needs the network. When the book has
@@ -23,6 +26,8 @@ jupyterlite-pyodide-kernel (``make lite`` installs them in .venv-lite).
 from __future__ import annotations
 
 import argparse
+import html
+import json
 import shutil
 import subprocess
 import sys
@@ -31,12 +36,47 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import colab_cell  # noqa: E402  (tools/colab_cell.py; needs the line above)
-from launch_buttons import LITE_BUILD, LITE_FOLDER, NOTEBOOKS_FOLDER, ROOT, preview_built  # noqa: E402
+from launch_buttons import LITE_BUILD, LITE_FOLDER, NOTEBOOKS_FOLDER, ROOT, START_PAGE  # noqa: E402
 
 #: ``jupyter lite build`` options: no source maps and only the apps used, for a small site.
 LITE_BUILD_OPTIONS = ("--no-sourcemaps", "--no-unused-shared-packages",
                       "--apps", "lab", "--apps", "repl", "--apps", "notebooks")
 STAGING = "build/lite-staging"
+_KERNEL_SCHEMA = ("share/jupyter/labextensions/@jupyterlite/pyodide-kernel-extension/"
+                  "static/schema/kernel.v0.schema.json")
+
+# The start page checks that Pyodide's CDN answers before it opens the lesson: without
+# the network the kernel would never start, and JupyterLite would not say why.
+_START_HTML = r"""<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>Opening the lesson in your browser</title>
+<meta name="viewport" content="width=device-width, initial-scale=1"></head>
+<body style="font-family: sans-serif; max-width: 40em; margin: 2em auto; line-height: 1.5">
+<p id="status">Opening the lesson in your browser. It runs Python, NumPy and Matplotlib
+from Pyodide's CDN (__HOST__), so it needs internet: checking that it can be reached...</p>
+<script>
+(() => {
+  const pyodide = __PYODIDE__;
+  const status = document.getElementById("status");
+  const path = new URLSearchParams(location.search).get("path") || "";
+  const lesson = /^notebooks\/[A-Za-z0-9_.-]+\.ipynb$/.test(path) ? path : "";
+  const target = "notebooks/index.html" + (lesson ? "?path=" + lesson : "");
+  const stop = new AbortController();
+  const timer = setTimeout(() => stop.abort(), 15000);
+  fetch(pyodide, { method: "HEAD", mode: "no-cors", cache: "no-store", signal: stop.signal })
+    .then(() => { clearTimeout(timer); location.replace(target); })
+    .catch((error) => {
+      clearTimeout(timer);
+      status.textContent = "The in-browser preview needs internet: it loads Python (Pyodide), " +
+        "NumPy and Matplotlib from " + new URL(pyodide).host + ", which cannot be reached (" +
+        error + "). Connect to the internet and reload this page, or read the lesson in the book.";
+      status.id = "no-internet";
+    });
+})();
+</script>
+</body>
+</html>
+"""
 
 
 class LiteError(RuntimeError):
@@ -82,6 +122,28 @@ def folder_size(path: Path) -> int:
     return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
 
 
+def pyodide_url() -> str:
+    """Where the Pyodide kernel loads Pyodide from: the default of the installed
+    jupyterlite-pyodide-kernel (its kernel settings schema)."""
+    schema = Path(sys.prefix) / _KERNEL_SCHEMA
+    try:
+        url = json.loads(schema.read_text(encoding="utf-8"))["properties"]["pyodideUrl"]["default"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise LiteError(f"cannot read Pyodide's URL from {schema} ({exc}): "
+                        "is jupyterlite-pyodide-kernel installed here?") from None
+    if not isinstance(url, str) or not url.startswith("https://"):
+        raise LiteError(f"{schema}: pyodideUrl {url!r} is not an https URL")
+    return url
+
+
+def start_page(pyodide: str) -> str:
+    """The HTML of the start page for Pyodide at ``pyodide``."""
+    host = pyodide.split("/")[2]
+    # json.dumps with "<" escaped: a JavaScript string that cannot end the script.
+    return (_START_HTML.replace("__PYODIDE__", json.dumps(pyodide).replace("<", "\\u003c"))
+            .replace("__HOST__", html.escape(host)))
+
+
 def build(root: Path = ROOT) -> Path:
     """Build the preview into ``root/build/lite``; return that folder."""
     root = root.resolve()
@@ -99,8 +161,9 @@ def build(root: Path = ROOT) -> Path:
     _run([str(jupyter), "lite", "build", *LITE_BUILD_OPTIONS,
           "--contents", str(files), "--piplite-wheels", str(wheel), "--output-dir", str(output)],
          staging, "jupyter lite build")
-    if not preview_built(root):
+    if not (output / "notebooks" / "index.html").is_file():
         raise LiteError(f"jupyter lite build ran but made no {output / 'notebooks' / 'index.html'}")
+    (output / START_PAGE).write_text(start_page(pyodide_url()), encoding="utf-8")
     book = root / "build" / "book" / "html"
     if (book / "index.html").is_file():
         shutil.copytree(output, book / LITE_FOLDER, dirs_exist_ok=True)
@@ -120,7 +183,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     seconds = time.perf_counter() - started
     print(f"\nThe preview is built in {output}: {folder_size(output) / 1e6:.1f} MB in {seconds:.0f} s.\n"
-          "Serve it over HTTP (python -m http.server -d build/lite) and open notebooks/index.html;\n"
+          "Serve it over HTTP (python -m http.server -d build/lite) and open start.html;\n"
           "its kernel and NumPy come from Pyodide's CDN, so the browser needs internet.")
     return 0
 

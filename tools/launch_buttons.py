@@ -35,6 +35,8 @@ DEFAULT_BRANCH = "main"
 LITE_BUILD = "build/lite"
 #: Where the book publishes it, relative to the book's HTML folder.
 LITE_FOLDER = "lite"
+#: The preview's page that the buttons open (tools/build_lite.py writes it last).
+START_PAGE = "start.html"
 #: The folder of the notebooks, in the repository and in the preview's files.
 NOTEBOOKS_FOLDER = "notebooks"
 
@@ -101,8 +103,8 @@ def repository(root: Path = ROOT) -> Repository | None:
 
 
 def preview_built(root: Path = ROOT) -> bool:
-    """Whether ``make lite`` has built the preview (its notebook app) under ``root``."""
-    return (Path(root) / LITE_BUILD / "notebooks" / "index.html").is_file()
+    """Whether ``make lite`` has built the preview (its start page, written last) under ``root``."""
+    return (Path(root) / LITE_BUILD / START_PAGE).is_file()
 
 
 def binder_url(repo: Repository, stem: str) -> str:
@@ -119,8 +121,10 @@ def colab_url(repo: Repository, stem: str) -> str:
 
 
 def preview_url(stem: str) -> str:
-    """The lesson in the in-browser preview, relative to a chapter page of the book."""
-    return f"{LITE_FOLDER}/notebooks/index.html?path={quote(f'{NOTEBOOKS_FOLDER}/{stem}.ipynb', safe='/')}"
+    """The lesson in the in-browser preview, relative to a chapter page of the book: the
+    preview's start page, which opens it once Pyodide's CDN answers, and says that it
+    needs internet when it does not."""
+    return f"{LITE_FOLDER}/{START_PAGE}?path={quote(f'{NOTEBOOKS_FOLDER}/{stem}.ipynb', safe='/')}"
 
 
 def _button(label: str, needs: str, url: str | None, missing: str = "") -> str:
