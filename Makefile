@@ -4,6 +4,7 @@
 #   make test    set up .venv, run the test suite (notebooks included, the built site
 #                opened in Chromium)
 #   make lab     set up .venv with JupyterLab, register its kernel, open notebooks/
+#   make lite    build the in-browser preview (JupyterLite, in .venv-lite) into build/lite
 #
 # Another interpreter:  PYTHON=python3.12 make book   (used when .venv is created;
 # run `make distclean` first to rebuild an existing .venv with it).
@@ -17,12 +18,13 @@ LAB_STAMP := $(VENV)/.installed-lab
 PYTEST_ARGS ?=
 
 .DEFAULT_GOAL := help
-.PHONY: help venv dot chromium book test lab test-pythons notebooks gradescope-zip student-edition test-graders test-torch clean distclean
+.PHONY: help venv dot chromium book test lab lite test-pythons notebooks gradescope-zip student-edition test-graders test-torch clean distclean
 
 help:
 	@echo "make book        set up .venv, execute the notebooks, build the book (build/book/html)"
 	@echo "make test        set up .venv, run the tests, notebooks included (PYTEST_ARGS=... to pass options)"
 	@echo "make lab         set up .venv with JupyterLab (and ipywidgets, memray, objgraph), open notebooks/"
+	@echo "make lite        build the in-browser preview (JupyterLite) into build/lite; before make book, which links it"
 	@echo "make test-pythons  run the notebook and contract tests on every supported Python found (.venvs/)"
 	@echo "make notebooks   execute every notebook and report how long each took"
 	@echo "make student-edition UPTO=N   the course up to stage N for a lab's students (build/student-edition-NN)"
@@ -130,6 +132,23 @@ $(LAB_STAMP): $(STAMP)
 lab: dot $(LAB_STAMP)
 	$(VENV)/bin/jupyter lab $$([ "$$(id -u)" = 0 ] && echo --allow-root) notebooks/
 
+# The in-browser preview: a JupyterLite site with the notebooks, the step files and the
+# course's wheel, whose Pyodide kernel, NumPy and Matplotlib come from Pyodide's CDN when
+# a reader opens it (tools/build_lite.py). Its tools live in a venv of their own, pinned:
+# they are needed only here. Run it before `make book`, whose lesson pages then link it.
+LITE_VENV  := .venv-lite
+LITE_STAMP := $(LITE_VENV)/.installed-lite
+LITE_TOOLS := "jupyterlite-core[contents]==0.8.6" "jupyterlite-pyodide-kernel==0.8.6"
+
+$(LITE_STAMP):
+	@rm -rf "$(LITE_VENV)"
+	"$(PYTHON)" -m venv "$(LITE_VENV)"
+	$(LITE_VENV)/bin/python -m pip install --disable-pip-version-check $(LITE_TOOLS)
+	@touch "$(LITE_STAMP)"
+
+lite: $(LITE_STAMP)
+	$(LITE_VENV)/bin/python tools/build_lite.py
+
 # Every Python from pyproject's requires-python up to the newest on PATH or in
 # pyenv, each in its own .venvs/py3.X; prints a table. CPU-heavy: minutes per Python.
 test-pythons: dot
@@ -171,4 +190,4 @@ clean:
 	rm -rf build
 
 distclean: clean
-	rm -rf "$(VENV)"
+	rm -rf "$(VENV)" "$(LITE_VENV)"

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from dezero_mini import atomic
 from dezero_mini.cli_guard import output_target_problem
+from dezero_mini.browser import processes_unavailable
 from dezero_mini.contracts import contracts_at, get_stage, stages
 from dezero_mini.contracts.bench import BATCHES
 from dezero_mini.contracts.runner import DEFAULT_TIMEOUT, DEFAULT_TOTAL_TIMEOUT, check_file
@@ -242,7 +243,14 @@ STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 def run_check(args):
     """``check``: hold a file to a stage's contracts; exit 0, 1 or 2, or
     128 + the signal's number when SIGINT, SIGTERM or SIGHUP stops it (the
-    worker and every process it started are killed first)."""
+    worker and every process it started are killed first); 2 also where no
+    process can be started (a browser's Python): the file runs in one."""
+    unavailable = processes_unavailable()
+    if unavailable:
+        print(f"dezero_mini check: {unavailable}, and check runs your file in a process of its "
+              "own: run it on a local install of the course (pip install the repository, "
+              "then dezero_mini check N FILE).", file=sys.stderr)
+        return 2
     names, weights = stage_options(args)
     previous = {}
     if threading.current_thread() is threading.main_thread():  # (only it may set handlers)

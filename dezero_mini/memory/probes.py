@@ -89,6 +89,16 @@ def _psutil_reader():
     return lambda: process.memory_info().rss
 
 
+def _no_rss_reader(why):
+    """A reader that reads None, for where the process RSS cannot be read."""
+    def read():
+        return None
+
+    read.available = False
+    read.missing = why
+    return read
+
+
 def rss_reader(source=True):
     """A function returning the process RSS in bytes, or None (source False).
 
@@ -103,12 +113,18 @@ def rss_reader(source=True):
     If memory_profiler is missing, fails (no release since 2022) or reads a
     number more than ``RSS_AGREEMENT`` away from psutil's, psutil alone is
     used, and a ``RuntimeWarning`` says so and why.
+    Where psutil is missing too (a browser's Python: it has no WebAssembly
+    build), the reader reads None: ``read_rss.available`` is False and
+    ``read_rss.missing`` says why, and the recorder records no RSS.
     """
     if not source:
         return None
     if source not in (True, "psutil", "memory_profiler"):
         raise ValueError(f"rss must be True, False, 'psutil' or 'memory_profiler', not {source!r}")
-    read_psutil = _psutil_reader()
+    try:
+        read_psutil = _psutil_reader()
+    except ImportError:
+        return _no_rss_reader("psutil cannot be imported here")
     try:
         read_mp = _memory_profiler_reader()
         by_mp, by_psutil = read_mp(), read_psutil()

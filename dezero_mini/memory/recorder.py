@@ -48,12 +48,15 @@ class TrainingRecord:
     settings), one numpy array per name in ``SIGNALS`` (``rss``, and the
     three ``live_*`` counts, are None when not recorded; bytes are bytes, times seconds), ``final_collected`` (what
     ``gc.collect()`` returned after the last batch: objects freed),
-    ``live_after_collect`` (live Variables + Functions after it) and
-    ``elapsed`` (wall seconds, instruments included).
+    ``live_after_collect`` (live Variables + Functions after it),
+    ``elapsed`` (wall seconds, instruments included) and ``rss_missing``
+    (None, or why RSS was asked for and could not be read: no psutil in a
+    browser's Python).
     """
 
     def __init__(self, label, stage, signals, *, final_collected=None,
-                 live_after_collect=None, gc_enabled=False, workload=None, elapsed=None):
+                 live_after_collect=None, gc_enabled=False, workload=None, elapsed=None,
+                 rss_missing=None):
         self.label = label
         self.stage = stage
         for name in SIGNALS:
@@ -63,6 +66,7 @@ class TrainingRecord:
         self.gc_enabled = gc_enabled
         self.workload = workload
         self.elapsed = elapsed
+        self.rss_missing = rss_missing
 
     @property
     def batches(self):
@@ -207,7 +211,8 @@ def record_training(stage_or_module, batches=200, *, gc_enabled=False, rss=True,
         collector's previous state is restored afterwards.
     rss: also sample the process RSS: True (psutil, cross-checked with
         memory_profiler once), "memory_profiler" (memory_usage every batch),
-        or False.
+        or False. Where RSS cannot be read (no psutil, as in a browser), the
+        record has no RSS and ``record.rss_missing`` says why.
     trim: when sampling RSS, first return freed heap memory to the OS
         (``trim_heap``), so that RSS growth is not hidden by memory that an
         earlier run freed.
@@ -252,11 +257,14 @@ def record_training(stage_or_module, batches=200, *, gc_enabled=False, rss=True,
         if extras:
             label += ", " + ", ".join(extras)
     read_rss = rss_reader(rss)
+    rss_missing = None
+    if read_rss is not None and not getattr(read_rss, "available", True):
+        rss_missing, read_rss = read_rss.missing, None
 
     # Preallocated: filling them allocates nothing that tracemalloc would see.
     signals = {name: np.zeros(batches, dtype=np.float64 if name in _FLOAT_SIGNALS else np.int64)
                for name in SIGNALS}
-    if not rss:
+    if read_rss is None:
         signals["rss"] = None
     if not count_objects:
         for name in ("live_variables", "live_functions", "live_objects"):
@@ -286,4 +294,5 @@ def record_training(stage_or_module, batches=200, *, gc_enabled=False, rss=True,
         gc_enabled=gc_enabled,
         workload=workload.describe(),
         elapsed=elapsed,
+        rss_missing=rss_missing,
     )

@@ -20,15 +20,19 @@ attributes (``creator`` + ``data``, ``inputs`` + ``outputs``).
 """
 import functools
 import gc
+import html
 import inspect
+import json
 import re
 import sys
 import types
+import uuid
 import weakref
 from collections import deque, namedtuple
 from pathlib import Path
 
 from dezero_mini import atomic
+from dezero_mini.browser import in_browser, processes_unavailable
 
 __all__ = [
     "Edge",
@@ -50,6 +54,10 @@ INSTALL_HINT = (
     "(Debian/Ubuntu), brew install graphviz (macOS), or see "
     "https://graphviz.org/download/; the DOT text is still available as .source"
 )
+
+# Graphviz compiled to WebAssembly: what the reference graph is drawn with in a browser,
+# where the `dot` program cannot be started. The page loads it from the network.
+WASM_GRAPHVIZ_URL = "https://cdn.jsdelivr.net/npm/@hpcc-js/wasm-graphviz@1.29.2/dist/index.js"
 
 # How deep to look into the user's containers and objects (``model.layers[0].W``
 # is depth 3). Deeper paths are rare and a limit keeps a stray name (a shell,
@@ -593,6 +601,10 @@ class ReferenceGraph:
         return "\n".join(out) + "\n"
 
     def _pipe(self, fmt):
+        unavailable = processes_unavailable()
+        if unavailable:  # `dot` is a program: nothing to try
+            raise GraphvizNotFound(f"{unavailable}, and Graphviz's `dot` is a program; "
+                                   "the DOT text is still available as .source")
         try:
             import graphviz
         except ImportError as e:
@@ -602,6 +614,9 @@ class ReferenceGraph:
             return graphviz.Source(self.source).pipe(format=fmt)
         except graphviz.ExecutableNotFound as e:
             raise GraphvizNotFound(INSTALL_HINT) from e
+        except OSError as e:  # dot is there, but no process can be started (a browser, a sandbox)
+            why = processes_unavailable() or f"the `dot` program could not be started ({e})"
+            raise GraphvizNotFound(f"{why}; the DOT text is still available as .source") from e
 
     def svg(self):
         """The picture as SVG text (needs the ``dot`` program)."""
@@ -620,9 +635,42 @@ class ReferenceGraph:
             raise ValueError(f"save: unknown format {path.suffix!r}; use .svg, .png, .pdf or .dot")
         return path
 
+    def wasm_html(self):
+        """HTML that draws the picture in the page with Graphviz compiled to
+        WebAssembly (loaded from the network by the page): how the graph is
+        shown in a browser's Python, which cannot start ``dot``. Without the
+        network it shows a line that says so, and the DOT text."""
+        element = f"dezero-mini-refgraph-{uuid.uuid4().hex}"  # unique across kernel restarts too
+        # JSON with every "<" escaped: no text of a label can end the script early.
+        dot = json.dumps(self.source).replace("<", "\\u003c")
+        failed = json.dumps("The reference graph is drawn by Graphviz for WebAssembly, which "
+                            "the page loads from the network: connect to the internet and run "
+                            "the cell again. Its DOT text:")
+        return (
+            f'<div id="{element}"><p>Drawing the reference graph with Graphviz for WebAssembly '
+            f'(needs internet)...</p><pre>{html.escape(self.source)}</pre></div>\n'
+            "<script>\n(async () => {\n"
+            f"  const target = document.getElementById({json.dumps(element)});\n"
+            "  if (!target) return;\n"
+            f"  const dot = {dot};\n"
+            "  try {\n"
+            f"    const {{ Graphviz }} = await import({json.dumps(WASM_GRAPHVIZ_URL)});\n"
+            "    const graphviz = await Graphviz.load();\n"
+            '    target.innerHTML = graphviz.layout(dot, "svg", "dot");\n'
+            "  } catch (error) {\n"
+            f"    const note = document.createElement('p');\n"
+            f"    note.textContent = {failed} + ' (' + error + ')';\n"
+            "    target.replaceChildren(note, target.querySelector('pre'));\n"
+            "  }\n})();\n</script>\n"
+        )
+
     def _repr_mimebundle_(self, include=None, exclude=None):
         """Jupyter display: the SVG picture, or, when it cannot be rendered, a
-        text that says why followed by the DOT text (never raises)."""
+        text that says why followed by the DOT text (never raises). In a
+        browser's Python (the preview of the book), HTML that draws it with
+        Graphviz for WebAssembly (``wasm_html``), with the DOT text as plain text."""
+        if in_browser():
+            return {"text/html": self.wasm_html(), "text/plain": f"{repr(self)}\n\n{self.source}"}
         try:
             return {"image/svg+xml": self.svg(), "text/plain": repr(self)}
         except Exception as e:  # a notebook cell must not fail because of a picture

@@ -1,0 +1,333 @@
+"""Running a lesson with nothing installed: the launch buttons of the book
+(tools/launch_buttons.py, added by tools/build_book.py), the install cell of the
+notebooks (tools/colab_cell.py) and the in-browser preview (`make lite`,
+tools/build_lite.py; its build and its page in Chromium run when their tools are here)."""
+import ast
+import contextlib
+import functools
+import http.server
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tools"))
+import build_book  # noqa: E402
+import colab_cell  # noqa: E402
+import launch_buttons  # noqa: E402
+from launch_buttons import (  # noqa: E402
+    ConfigError,
+    Repository,
+    binder_url,
+    colab_url,
+    configured_url,
+    parse_repository,
+    preview_url,
+)
+
+from dezero_mini.browser import BYTES_NOTE  # noqa: E402
+
+LITE_PYTHON = ROOT / ".venv-lite" / "bin" / "python"
+REPO = Repository("ada", "dezero-course", "main")
+SAMPLE_CHAPTER = "# 01 The leaking graph\n\nSome text.\n\n```python\n# not a heading\n```\n"
+
+
+def write_config(root, url):
+    text = "[book]\ntitle = \"t\"\n\n[output.html]\nno-section-label = true\n"
+    if url is not None:
+        text += f'git-repository-url = "{url}"  # the launch buttons\n'
+    (root / "book.toml").write_text(text)
+
+
+# --- the repository URL, configured once ------------------------------------------------------
+@pytest.mark.parametrize("url, expected", [
+    ("https://github.com/ada/dezero-course", REPO),
+    ("https://github.com/ada/dezero-course/", REPO),
+    ("https://github.com/ada/dezero-course.git", REPO),
+    ("https://github.com/ada/dezero-course/tree/lessons-v2", Repository("ada", "dezero-course", "lessons-v2")),
+    ("https://github.com/ada/dezero-course/tree/feature/lite", Repository("ada", "dezero-course", "feature/lite")),
+])
+def test_repository_urls_that_launch(url, expected):
+    assert parse_repository(url) == expected
+
+
+@pytest.mark.parametrize("url", [
+    "https://gitlab.com/ada/dezero-course",   # Colab opens GitHub only
+    "http://github.com/ada/dezero-course",    # not https
+    "https://github.com/ada",                 # no repository
+    "https://github.com/ada/dezero-course/blob/main/README.md",
+    "github.com/ada/dezero-course",
+    "https://github.com/ada/dezero course",
+])
+def test_repository_urls_that_do_not(url):
+    with pytest.raises(ConfigError, match="git-repository-url"):
+        parse_repository(url)
+
+
+def test_the_url_is_read_from_output_html_only(tmp_path):
+    write_config(tmp_path, "https://github.com/ada/dezero-course")
+    assert configured_url(tmp_path) == "https://github.com/ada/dezero-course"
+    (tmp_path / "book.toml").write_text('[other]\ngit-repository-url = "https://github.com/x/y"\n')
+    assert configured_url(tmp_path) is None
+    write_config(tmp_path, None)
+    assert configured_url(tmp_path) is None
+    assert configured_url(tmp_path / "nowhere") is None
+
+
+# --- the buttons --------------------------------------------------------------------------------
+def test_button_urls_are_exact():
+    stem = "01_leaking_graph"
+    assert binder_url(REPO, stem) == ("https://mybinder.org/v2/gh/ada/dezero-course/main"
+                                      "?labpath=notebooks%2F01_leaking_graph.ipynb")
+    assert colab_url(REPO, stem) == ("https://colab.research.google.com/github/ada/dezero-course/"
+                                     "blob/main/notebooks/01_leaking_graph.ipynb")
+    assert preview_url(stem) == "lite/start.html?path=notebooks/01_leaking_graph.ipynb"
+    branch = Repository("ada", "dezero-course", "feature/lite")
+    assert binder_url(branch, stem).startswith("https://mybinder.org/v2/gh/ada/dezero-course/feature%2Flite?")
+    assert "/blob/feature/lite/notebooks/" in colab_url(branch, stem)
+
+
+def test_build_book_adds_the_buttons_to_a_lesson_chapter(tmp_path):
+    write_config(tmp_path, "https://github.com/ada/dezero-course")
+    (tmp_path / "build" / "lite").mkdir(parents=True)
+    (tmp_path / "build" / "lite" / "start.html").write_text("<html></html>")
+    add = build_book.launch_buttons_adder(tmp_path)
+    page = add(SAMPLE_CHAPTER, "01_leaking_graph")
+    title, rest = page.split("\n", 1)
+    assert title == "# 01 The leaking graph"  # the buttons come under the title
+    hrefs = [line.split('href="')[1].split('"')[0] for line in rest.splitlines() if 'href="' in line]
+    assert hrefs == [
+        "https://mybinder.org/v2/gh/ada/dezero-course/main?labpath=notebooks%2F01_leaking_graph.ipynb",
+        "https://colab.research.google.com/github/ada/dezero-course/blob/main/notebooks/01_leaking_graph.ipynb",
+        "lite/start.html?path=notebooks/01_leaking_graph.ipynb",
+    ]
+    for label in ("runs on a free server", "needs internet", "in your browser, needs internet for NumPy"):
+        assert label in rest
+    assert rest.count(BYTES_NOTE) == 1  # said once per lesson
+    assert rest.index("Some text.") > rest.index(BYTES_NOTE)
+    assert add(page, "01_leaking_graph") == page  # adding twice changes nothing
+
+
+def test_without_a_repository_or_preview_the_buttons_say_how(tmp_path):
+    write_config(tmp_path, None)
+    page = build_book.launch_buttons_adder(tmp_path)(SAMPLE_CHAPTER, "01_leaking_graph")
+    assert "href=" not in page  # nothing that points nowhere
+    assert page.count("git-repository-url") == 2 and "make lite" in page
+    assert BYTES_NOTE in page
+
+
+def test_a_wrong_repository_url_stops_the_book(tmp_path):
+    write_config(tmp_path, "https://gitlab.com/ada/dezero-course")
+    with pytest.raises(build_book.BookError, match="not a GitHub repository URL"):
+        build_book.launch_buttons_adder(tmp_path)
+
+
+def test_a_chapter_without_a_heading_gets_the_buttons_first():
+    block = launch_buttons.launch_block("00_x", None, False, BYTES_NOTE)
+    assert launch_buttons.add_launch_buttons("```\n# code\n```\n", block).startswith(block)
+
+
+# --- the install cell ---------------------------------------------------------------------------
+def lesson_copy(tmp_path, name="01_leaking_graph.ipynb"):
+    path = tmp_path / name
+    shutil.copy(ROOT / "notebooks" / name, path)
+    return path
+
+
+def test_the_install_cell_is_added_once_before_the_first_code_cell(tmp_path):
+    write_config(tmp_path, "https://github.com/ada/dezero-course/tree/lessons-v2")
+    path = lesson_copy(tmp_path)
+    before = nbformat.read(path, as_version=4)
+    assert colab_cell.main(["--root", str(tmp_path), str(path)]) == 0
+    after = nbformat.read(path, as_version=4)
+    install = [cell for cell in after.cells if cell.get("id") == colab_cell.CELL_ID]
+    assert len(install) == 1 and len(after.cells) == len(before.cells) + 1
+    first_code = next(k for k, c in enumerate(after.cells) if c.cell_type == "code")
+    assert after.cells[first_code].get("id") == colab_cell.CELL_ID
+    assert after.cells[first_code].metadata["tags"] == ["remove-input"]
+    source = install[0].source
+    assert "'https://github.com/ada/dezero-course'" in source and "'lessons-v2'" in source
+    assert "deps=False" in source and "needs internet" in source
+    assert [c for c in after.cells if c.get("id") != colab_cell.CELL_ID] == before.cells
+    # idempotent: the same bytes again, and --check agrees
+    written = path.read_bytes()
+    assert colab_cell.main(["--root", str(tmp_path), str(path)]) == 0
+    assert path.read_bytes() == written
+    assert colab_cell.main(["--root", str(tmp_path), "--check", str(path)]) == 0
+    # a new repository URL updates the one cell
+    write_config(tmp_path, "https://github.com/ada/other")
+    assert colab_cell.main(["--root", str(tmp_path), "--check", str(path)]) == 1
+    assert path.read_bytes() == written  # --check writes nothing
+    assert colab_cell.main(["--root", str(tmp_path), str(path)]) == 0
+    updated = nbformat.read(path, as_version=4)
+    assert [c.get("id") for c in updated.cells].count(colab_cell.CELL_ID) == 1
+    assert "ada/other" in next(c for c in updated.cells if c.get("id") == colab_cell.CELL_ID).source
+
+
+@pytest.mark.parametrize("url", [None, "https://github.com/ada/dezero-course"])
+def test_the_install_cell_is_valid_python_and_silent_where_the_course_is_installed(url, capsys):
+    source = colab_cell.cell_source(parse_repository(url) if url else None)
+    compile(source, "cell", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        result = shell.run_cell(source)
+    finally:
+        InteractiveShell.clear_instance()
+    assert result.success, result.error_in_exec or result.error_before_exec
+    assert capsys.readouterr().out == ""  # the course is installed here: nothing to say
+
+
+def test_a_file_that_is_not_a_notebook_is_named_and_left_alone(tmp_path, capsys):
+    write_config(tmp_path, None)
+    bad = tmp_path / "broken.ipynb"
+    bad.write_text("{ not json")
+    good = lesson_copy(tmp_path)
+    assert colab_cell.main(["--root", str(tmp_path), str(bad), str(good)]) == 2
+    err = capsys.readouterr().err
+    assert "broken.ipynb: not a Jupyter notebook" in err
+    assert bad.read_text() == "{ not json"
+    assert any(c.get("id") == colab_cell.CELL_ID for c in nbformat.read(good, as_version=4).cells)
+    assert not list(tmp_path.glob(".*.tmp"))  # no temporary file left behind
+
+
+# --- make lite ----------------------------------------------------------------------------------
+def test_make_has_a_lite_target_that_runs_the_build():
+    done = subprocess.run(["make", "-n", "lite"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert "tools/build_lite.py" in done.stdout
+    import build_lite
+
+    assert build_lite.LITE_BUILD_OPTIONS == ("--no-sourcemaps", "--no-unused-shared-packages",
+                                             "--apps", "lab", "--apps", "repl", "--apps", "notebooks")
+
+
+needs_lite_tools = pytest.mark.skipif(not (ROOT / ".venv-lite" / "bin" / "jupyter").is_file(),
+                                      reason="the JupyterLite tools are not installed (make lite installs them)")
+
+
+@pytest.fixture(scope="module")
+def built_preview(tmp_path_factory):
+    """The preview, built by tools/build_lite.py from a copy of the repository."""
+    root = tmp_path_factory.mktemp("repo")
+    for name in ("pyproject.toml", "README.md", "LICENSE", "book.toml"):
+        shutil.copy(ROOT / name, root / name)
+    ignore = shutil.ignore_patterns("__pycache__", "*.egg-info")
+    for name in ("dezero_mini", "steps", "notebooks"):
+        shutil.copytree(ROOT / name, root / name, ignore=ignore)
+    code = ("import sys; from pathlib import Path; sys.path.insert(0, 'tools'); import build_lite; "
+            f"build_lite.build(Path({str(root)!r}))")
+    done = subprocess.run([str(LITE_PYTHON), "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return root / "build" / "lite"
+
+
+@needs_lite_tools
+def test_lite_flags_exist_in_the_installed_jupyterlite():
+    import build_lite
+
+    done = subprocess.run([str(ROOT / ".venv-lite" / "bin" / "jupyter"), "lite", "build", "--help"],
+                          capture_output=True, text=True, timeout=120)
+    for flag in build_lite.LITE_BUILD_OPTIONS:
+        if flag.startswith("--"):
+            assert flag in done.stdout, flag
+
+
+@needs_lite_tools
+def test_the_preview_has_the_notebooks_the_steps_and_the_wheel(built_preview):
+    import build_lite
+
+    assert (built_preview / "notebooks" / "index.html").is_file()
+    start = (built_preview / "start.html").read_text()
+    assert '"https://cdn.jsdelivr.net/pyodide/' in start and "needs internet" in start
+    wheels = list((built_preview / "pypi").glob("dezero_mini-*.whl"))
+    assert len(wheels) == 1
+    lessons = sorted(p.name for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert sorted(p.name for p in (built_preview / "files" / "notebooks").glob("*.ipynb")) == lessons
+    assert (built_preview / "files" / "steps" / "step01_leaking_graph.py").is_file()
+    nb = nbformat.read(built_preview / "files" / "notebooks" / lessons[0], as_version=4)
+    assert any(c.get("id") == colab_cell.CELL_ID for c in nb.cells)
+    assert build_lite.folder_size(built_preview) < 40e6  # about 20 MB when written
+
+
+@contextlib.contextmanager
+def served(folder):
+    handler = functools.partial(type("Quiet", (http.server.SimpleHTTPRequestHandler,),
+                                     {"log_message": lambda *a: None}), directory=str(folder))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture
+def chromium_page(built_preview):
+    """``open(cdn_up)``: a page of Chromium on the served preview, in which a request
+    off the local server (Pyodide's CDN) is answered with an empty 200 when
+    ``cdn_up``, else refused: the network is never used. Returns (page, base URL,
+    the URLs asked for off the server)."""
+    playwright = pytest.importorskip("playwright.sync_api")
+    from check_site import find_chromium
+
+    chromium, why = find_chromium()
+    if chromium is None:
+        pytest.skip(why)
+    with served(built_preview) as url, playwright.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=chromium, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+
+        def open_page(cdn_up):
+            context = browser.new_context()
+            asked = []
+
+            def answer(route):
+                asked.append(route.request.url)
+                route.fulfill(status=200, body="") if cdn_up else route.abort()
+
+            context.route(lambda u: not u.startswith(url), answer)
+            page = context.new_page()
+            page.on("requestfailed", lambda request: asked.append(request.url))
+            return page, url, asked
+
+        try:
+            yield open_page
+        finally:
+            browser.close()
+
+
+@needs_lite_tools
+def test_without_internet_the_preview_says_it_needs_it(chromium_page):
+    page, url, asked = chromium_page(cdn_up=False)
+    page.goto(url + preview_url("01_leaking_graph").split("/", 1)[1])
+    message = page.wait_for_selector("#no-internet", timeout=30_000).inner_text()
+    assert "needs internet" in message and "cdn.jsdelivr.net" in message
+    assert any("pyodide" in u for u in asked), asked
+
+
+@needs_lite_tools
+def test_with_internet_the_preview_opens_the_lesson(chromium_page):
+    page, url, asked = chromium_page(cdn_up=True)
+    page.goto(url + preview_url("01_leaking_graph").split("/", 1)[1])
+    page.wait_for_url("**/notebooks/index.html?path=notebooks/01_leaking_graph.ipynb", timeout=30_000)
+    title = build_book.chapter_title(nbformat.read(ROOT / "notebooks" / "01_leaking_graph.ipynb", 4), "")
+    # the lesson is open: its title is in the page (its cell, its table of contents)
+    page.get_by_text(title).first.wait_for(state="attached", timeout=90_000)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=30_000)
+
+
+@needs_lite_tools
+def test_a_start_page_path_off_the_notebooks_is_not_followed(chromium_page):
+    page, url, _ = chromium_page(cdn_up=True)
+    page.goto(url + "start.html?path=https://example.org/x.ipynb")
+    page.wait_for_url("**/notebooks/index.html", timeout=30_000)
+    assert page.url == url + "notebooks/index.html"

@@ -1,0 +1,167 @@
+"""Where a lesson can be run without installing anything: the launch buttons of the book.
+
+Every lesson page of the book starts with three buttons, each saying what it needs:
+
+* Binder: the repository's ``binder/`` folder on mybinder.org (runs on a free
+  server, needs internet);
+* Colab: the notebook on Google Colab (needs internet and a Google account); its
+  first cell installs the course when it is missing (``tools/colab_cell.py``);
+* the in-browser preview: the JupyterLite site of ``make lite``, published in the
+  book's ``lite/`` folder (runs in your browser, needs internet for NumPy).
+
+and one line under them: the lesson's byte figures were measured on 64-bit CPython
+and differ in the browser (``dezero_mini.browser.BYTES_NOTE``).
+
+The repository is configured in ONE place, book.toml's ``[output.html]
+git-repository-url`` (mdBook shows it as a link on every page too). A GitHub URL,
+``https://github.com/OWNER/REPO``, launches the branch ``main``;
+``https://github.com/OWNER/REPO/tree/BRANCH`` launches BRANCH. Without one, the
+Binder and Colab buttons say how to set it instead of pointing nowhere.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+from urllib.parse import quote
+
+ROOT = Path(__file__).resolve().parents[1]
+CONFIG_FILE = "book.toml"
+CONFIG_TABLE = "output.html"
+CONFIG_KEY = "git-repository-url"
+DEFAULT_BRANCH = "main"
+#: Where ``make lite`` builds the preview, relative to the repository root.
+LITE_BUILD = "build/lite"
+#: Where the book publishes it, relative to the book's HTML folder.
+LITE_FOLDER = "lite"
+#: The preview's page that the buttons open (tools/build_lite.py writes it last).
+START_PAGE = "start.html"
+#: The folder of the notebooks, in the repository and in the preview's files.
+NOTEBOOKS_FOLDER = "notebooks"
+
+_GITHUB = re.compile(r"^https://github\.com/(?P<owner>[A-Za-z0-9][A-Za-z0-9-]*)/"
+                     r"(?P<repo>[A-Za-z0-9._-]+?)(?:\.git)?(?:/tree/(?P<branch>[^?#\s]+?))?/?$")
+_TABLE = re.compile(r"^\s*\[\s*([^\]]+?)\s*\]\s*(?:#.*)?$")
+_KEY = re.compile(r'^\s*' + re.escape(CONFIG_KEY) + r'\s*=\s*"([^"]*)"\s*(?:#.*)?$')
+
+HOW_TO_CONFIGURE = (f'set {CONFIG_KEY} = "https://github.com/OWNER/REPO" (or .../tree/BRANCH) '
+                    f"under [{CONFIG_TABLE}] in {CONFIG_FILE} and build the book again")
+
+
+class ConfigError(ValueError):
+    """The repository URL of book.toml is set but cannot be used; the message says why."""
+
+
+@dataclass(frozen=True)
+class Repository:
+    """A GitHub repository and the branch that the buttons launch."""
+
+    owner: str
+    name: str
+    branch: str
+
+    @property
+    def clone_url(self) -> str:
+        return f"https://github.com/{self.owner}/{self.name}"
+
+
+def configured_url(root: Path = ROOT) -> str | None:
+    """The ``git-repository-url`` of ``[output.html]`` in book.toml, or None.
+
+    Read line by line (the one key this needs; no TOML library on Python 3.10)."""
+    path = Path(root) / CONFIG_FILE
+    if not path.is_file():
+        return None
+    table = None
+    for line in path.read_text(encoding="utf-8").splitlines():
+        header = _TABLE.match(line)
+        if header:
+            table = header.group(1)
+            continue
+        value = _KEY.match(line)
+        if value and table == CONFIG_TABLE:
+            return value.group(1).strip() or None
+    return None
+
+
+def parse_repository(url: str) -> Repository:
+    """``https://github.com/OWNER/REPO[/tree/BRANCH]`` -> Repository; ConfigError otherwise."""
+    match = _GITHUB.match(url.strip())
+    if not match:
+        raise ConfigError(f"{CONFIG_FILE}: {CONFIG_KEY} = {url!r} is not a GitHub repository URL "
+                          "(Binder and Colab launch from GitHub): "
+                          "use https://github.com/OWNER/REPO or https://github.com/OWNER/REPO/tree/BRANCH")
+    return Repository(match.group("owner"), match.group("repo"), match.group("branch") or DEFAULT_BRANCH)
+
+
+def repository(root: Path = ROOT) -> Repository | None:
+    """The configured repository, None when none is configured (ConfigError when
+    the URL is set but unusable)."""
+    url = configured_url(root)
+    return parse_repository(url) if url else None
+
+
+def preview_built(root: Path = ROOT) -> bool:
+    """Whether ``make lite`` has built the preview (its start page, written last) under ``root``."""
+    return (Path(root) / LITE_BUILD / START_PAGE).is_file()
+
+
+def binder_url(repo: Repository, stem: str) -> str:
+    """mybinder.org, JupyterLab opened on ``notebooks/<stem>.ipynb`` of the branch."""
+    path = quote(f"{NOTEBOOKS_FOLDER}/{stem}.ipynb", safe="")
+    return (f"https://mybinder.org/v2/gh/{repo.owner}/{repo.name}/{quote(repo.branch, safe='')}"
+            f"?labpath={path}")
+
+
+def colab_url(repo: Repository, stem: str) -> str:
+    """Google Colab, opening the notebook straight from GitHub."""
+    return (f"https://colab.research.google.com/github/{repo.owner}/{repo.name}/blob/"
+            f"{quote(repo.branch, safe='/')}/{NOTEBOOKS_FOLDER}/{quote(stem)}.ipynb")
+
+
+def preview_url(stem: str) -> str:
+    """The lesson in the in-browser preview, relative to a chapter page of the book: the
+    preview's start page, which opens it once Pyodide's CDN answers, and says that it
+    needs internet when it does not."""
+    return f"{LITE_FOLDER}/{START_PAGE}?path={quote(f'{NOTEBOOKS_FOLDER}/{stem}.ipynb', safe='/')}"
+
+
+def _button(label: str, needs: str, url: str | None, missing: str = "") -> str:
+    if url is None:
+        return (f'<span class="launch-button launch-unavailable">{escape(label)} '
+                f'<small>({escape(missing)})</small></span>')
+    return (f'<a class="launch-button" href="{escape(url)}" target="_blank" rel="noopener">'
+            f'{escape(label)} <small>({escape(needs)})</small></a>')
+
+
+def launch_block(stem: str, repo: Repository | None, preview_built: bool, bytes_note: str) -> str:
+    """The HTML block at the top of a lesson page: the three buttons, then ``bytes_note``."""
+    not_configured = f"no repository configured: {HOW_TO_CONFIGURE}"
+    buttons = [
+        _button("Open in Binder", "runs on a free server, needs internet",
+                binder_url(repo, stem) if repo else None, not_configured),
+        _button("Open in Colab", "needs internet and a Google account",
+                colab_url(repo, stem) if repo else None, not_configured),
+        _button("Run in your browser", "in your browser, needs internet for NumPy",
+                preview_url(stem) if preview_built else None,
+                "the preview is not part of this build: run make lite, then make book"),
+    ]
+    return ('<div class="launch-buttons">\n' + "\n".join(buttons) + "\n</div>\n\n"
+            f'<p class="bytes-note">{escape(bytes_note)}</p>\n')
+
+
+def add_launch_buttons(body: str, block: str) -> str:
+    """``body`` (a lesson's Markdown) with ``block`` after its first heading (at
+    the top when it has none). Idempotent: a body that has the block already is
+    returned unchanged."""
+    if block in body:
+        return body
+    lines = body.splitlines(keepends=True)
+    in_code = False
+    for k, line in enumerate(lines):
+        if re.match(r"^\s*(```|~~~)", line):
+            in_code = not in_code
+        elif not in_code and re.match(r"^\s{0,3}#{1,6}\s", line):
+            return "".join(lines[:k + 1]) + "\n" + block + "\n" + "".join(lines[k + 1:])
+    return block + "\n" + body
