@@ -57,17 +57,16 @@ grows and 1 when something does; 2 when the script cannot be run at all
 (missing, or a syntax error). A script that ends with ``os._exit`` is judged
 at that call, before the process ends, so its verdict is never lost.
 """
-import builtins
 import gc
 import os
 import sys
 import traceback
-import types
 from pathlib import Path
 
 from dezero_mini.cli_guard import Terminated
 from dezero_mini.memory.leaks import judge, report_between, survivors_between
-from dezero_mini.memory.loop_marks import ROUND, compile_with_loop_marks
+from dezero_mini.memory.loop_marks import (ROUND, compile_with_loop_marks, new_main_module,
+                                          script_as_main)
 from dezero_mini.memory.tracking import Tracker
 
 UNIT = "iteration"
@@ -209,16 +208,10 @@ def run_leaks(args, out=None):
         print(f"{prog}: error: cannot read {args.script!r}: {error}", file=sys.stderr)
         return 2
 
-    module = types.ModuleType("__main__")
-    module.__file__ = str(path)
-    module.__builtins__ = builtins
+    module = new_main_module(path)
     namespaces = [(module.__dict__, path.name)]
     watch = _Watch(args.consecutive, namespaces, out, path.name, loop_lines)
     module.__dict__[ROUND] = watch.round
-    saved = sys.argv, list(sys.path), sys.modules.get("__main__")
-    sys.argv = [str(path), *args.script_args]
-    sys.path.insert(0, str(path.resolve().parent))  # as `python SCRIPT` does
-    sys.modules["__main__"] = module
     tracker = watch.tracker = Tracker(mark_on_backward=True, on_mark=watch.on_backward).start()
 
     def conclude(script_status):
@@ -231,7 +224,8 @@ def run_leaks(args, out=None):
     real_exit = os._exit
     os._exit = _judge_before_os_exit(real_exit, conclude, prog, args.script)
     try:
-        exec(code, module.__dict__)
+        with script_as_main(path, module, args.script_args):
+            exec(code, module.__dict__)
     except SystemExit as ended:  # the script ended itself: judge what it did
         script_status = _exit_status(ended)
     except (KeyboardInterrupt, Terminated):  # the user stopped the command: not the script's error
@@ -241,10 +235,6 @@ def run_leaks(args, out=None):
     finally:
         os._exit = real_exit
         tracker.stop()
-        sys.argv, sys.path[:] = saved[0], saved[1]
-        if saved[2] is not None:
-            sys.modules["__main__"] = saved[2]
-        sys.stdout.flush()
     if failure is not None:
         # Python's own status for an uncaught exception; the run was cut short,
         # so the iterations are not judged.

@@ -11,7 +11,6 @@ import pytest
 from dezero_mini import DataLoader, datasets
 from dezero_mini.datasets import (
     IDXError,
-    DataFileError,
     DownloadError,
     MNIST,
     MNISTSample,

@@ -26,14 +26,13 @@ a training run of hours is judged in seconds.
   GPU) and the graph nodes that the script's names hold, step by step.
 """
 import ast
-import builtins
 import os
 import sys
-import types
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from dezero_mini.memory.loop_marks import ROUND, compile_with_loop_marks
+from dezero_mini.memory.loop_marks import (ROUND, compile_with_loop_marks, new_main_module,
+                                          script_as_main)
 
 DEFAULT_STEPS = 30
 #: Frames of these packages are machinery: their locals are not the learner's names.
@@ -178,20 +177,15 @@ def watch_script(path, source=None, script_args=(), steps=DEFAULT_STEPS):
     path = Path(path)
     source = path.read_bytes() if source is None else source
     code, loop_lines = compile_with_loop_marks(source, str(path))
-    module = types.ModuleType("__main__")
-    module.__file__ = str(path)
-    module.__builtins__ = builtins
+    module = new_main_module(path)
     watch = _Watch(module.__dict__, path.name, loop_lines, steps)
     module.__dict__[ROUND] = watch.on_round
     handle = optimizer_module.register_optimizer_step_post_hook(watch.on_optimizer_step)
-    saved = sys.argv, list(sys.path), sys.modules.get("__main__")
-    sys.argv = [str(path), *script_args]
-    sys.path.insert(0, str(path.resolve().parent))  # as `python SCRIPT` does
-    sys.modules["__main__"] = module
     real_exit, os._exit = os._exit, _hard_exit
     run = ScriptRun(series=None)
     try:
-        exec(code, module.__dict__)
+        with script_as_main(path, module, script_args):
+            exec(code, module.__dict__)
     except _BudgetReached:
         run.stopped = True
     except _HardExit as ended:
@@ -206,10 +200,6 @@ def watch_script(path, source=None, script_args=(), steps=DEFAULT_STEPS):
     finally:
         os._exit = real_exit
         handle.remove()
-        sys.argv, sys.path[:] = saved[0], saved[1]
-        if saved[2] is not None:
-            sys.modules["__main__"] = saved[2]
-        sys.stdout.flush()
     run.series = watch.followed()
     return run
 
