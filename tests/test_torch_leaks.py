@@ -152,3 +152,21 @@ def test_the_memory_plot_of_a_leaking_and_a_fixed_loop(torch):
         assert axis.get_title() and axis.get_xlabel() and axis.get_ylabel()
         assert [text.get_text() for text in axis.get_legend().get_texts()] == [
             leaking.label, fixed.label]
+
+
+def test_the_stored_example_of_lesson_07_shows_the_leak_and_its_fix():
+    """What lesson 07 shows where PyTorch is missing (tools/store_torch_example.py
+    writes it): a dated run whose report names the leak, and whose records
+    show the leaking loop's graph growing and the fixed loop's staying."""
+    import datetime
+    import json
+
+    from dezero_mini.memory.torch_leaks import EXAMPLE_LABELS, TorchRecord
+
+    stored = json.loads((ROOT / "notebooks" / "stored" / "07_pytorch_leaks.json").read_text())
+    datetime.date.fromisoformat(stored["date"])
+    assert stored["report"].splitlines()[1].startswith("predictions (a global of outputs_list.py)")
+    leaking, fixed = (TorchRecord(**record) for record in stored["records"])
+    assert (leaking.label, fixed.label) == EXAMPLE_LABELS
+    assert all(b > a for a, b in zip(leaking.nodes, leaking.nodes[1:]))
+    assert len(set(fixed.nodes)) == 1 and len(set(fixed.saved_bytes)) == 1

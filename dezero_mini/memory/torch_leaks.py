@@ -343,3 +343,30 @@ def plot_torch_runs(records, title="A PyTorch loop, step by step"):
     figure.suptitle(title)
     figure.tight_layout()
     return figure
+
+
+#: The example of lesson 07's PyTorch section: predictions kept for later,
+#: each with its forward graph (examples/pytorch/outputs_list.py).
+EXAMPLE_SCRIPT = "outputs_list.py"
+EXAMPLE_LABELS = ("predictions kept with their graph", "--fixed: under torch.no_grad()")
+
+
+def pytorch_example(examples, steps=30):
+    """Lesson 07's PyTorch example, run now (PyTorch must be installed):
+    ``leaks``' report on the leaking loop of ``examples/outputs_list.py``
+    (run as a command, as a learner runs it) and the ``TorchRecord`` of the
+    leaking and of the fixed loop, as a dict that ``json`` can store:
+    ``{"report", "records", "torch", "python"}``."""
+    import platform
+    import subprocess
+
+    import torch
+
+    script = Path(examples) / EXAMPLE_SCRIPT
+    done = subprocess.run([sys.executable, "-m", "dezero_mini", "leaks", "--steps", "15",
+                           str(script)], capture_output=True, text=True, timeout=600)
+    records = [record_torch_script(script, *options, steps=steps, label=label)
+               for options, label in (((), EXAMPLE_LABELS[0]), (("--fixed",), EXAMPLE_LABELS[1]))]
+    return {"report": done.stdout.replace(str(script), script.name),
+            "records": [vars(record) for record in records],
+            "torch": torch.__version__.split("+")[0], "python": platform.python_version()}
