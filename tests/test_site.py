@@ -1,7 +1,8 @@
 """The site, built and opened as a reader meets it.
 
 ``make test`` builds the book (tools/build_book.py) from the notebooks that
-tests/test_notebooks.py has executed already (run_notebooks.RUNS: nothing runs
+tests/test_notebooks.py has executed already (run_notebooks.executed: in this
+process, or in another test process through build/executed/; nothing runs
 twice), then checks it with tools/check_site.py: links, anchors and images
 without a browser, and every page in the system's headless Chromium (skipped,
 with the reason, where there is none). The checks themselves are first shown
@@ -127,7 +128,7 @@ def site():
         build_book.find_mdbook()
     except build_book.BookError as exc:
         pytest.skip(str(exc))
-    reused = len(run_notebooks.RUNS)
+    reused = len(run_notebooks.RUNS)  # run here already, by tests/test_notebooks.py
     start = time.perf_counter()
     index = build_book.build(ROOT, executed=run_notebooks.executed)
     SECONDS["build"] = (time.perf_counter() - start, reused)
