@@ -165,10 +165,45 @@ else:
         "deep", max_examples=DEEP_FACTOR * _hypothesis_settings.default.max_examples, deadline=None)
 
 
+# ------------------------------------------------------------------- the slow tests
+# What `make test-quick` (-m "not slow") leaves out, by file and test name (a prefix of
+# the name, parameters aside; "" for every test of the file), with why. Listed here,
+# in one place, rather than as a mark in each file.
+SLOW = {
+    "test_notebooks.py": ("test_notebook_runs", "test_prose_figure", "test_kernel_runs",
+                          "test_a_failing_cell", "test_book_"),  # a Jupyter kernel, nbconvert, mdBook
+    "test_site.py": ("test_site_", "test_landing_page", "test_browser_checks"),  # the book, Chromium
+    "test_explore.py": ("test_in_a_live_kernel",),  # a Jupyter kernel
+    "test_stage_memory.py": ("test_contract_holds", "test_records_have", "test_graph_size"),  # 200-batch records
+    "test_stage07_user_held_graphs.py": ("test_a_loop", "test_a_running", "test_a_cache", "test_stage05",
+                                         "test_the_fixed_loop", "test_the_leak"),  # 20-batch records
+}
+
+
+def _mark_slow(items, whole_files):
+    """Mark the items that SLOW names; a name in SLOW that matches no test of
+    its file is an error when whole files were collected (no ``file::test``
+    argument), so that the table cannot go stale."""
+    unmatched = {(file, prefix) for file, prefixes in SLOW.items() for prefix in prefixes}
+    files = set()
+    for item in items:
+        file = Path(str(item.fspath)).name
+        files.add(file)
+        for prefix in SLOW.get(file, ()):
+            if getattr(item, "originalname", item.name).startswith(prefix):
+                item.add_marker(pytest.mark.slow)
+                unmatched.discard((file, prefix))
+    stale = sorted(f"{file}: {prefix}" for file, prefix in unmatched if file in files)
+    if stale and whole_files:
+        raise pytest.UsageError(f"conftest.SLOW names tests that do not exist: {', '.join(stale)}")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k and -m deselect anything
 def pytest_collection_modifyitems(config, items):
-    """Under the deep profile, give the property tests that name their own
-    ``max_examples`` DEEP_FACTOR times as many too (a profile alone leaves
-    them as they are)."""
+    """Mark the slow tests (``SLOW``). Under hypothesis' deep profile, give
+    the property tests that name their own ``max_examples`` DEEP_FACTOR
+    times as many too (a profile alone leaves them as they are)."""
+    _mark_slow(items, whole_files=not any("::" in arg for arg in config.args))
     if _hypothesis_settings is None or config.getoption("hypothesis_profile", None) != "deep":
         return
     scaled = set()

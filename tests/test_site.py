@@ -119,6 +119,8 @@ def test_browser_checks_find_errors_empty_and_too_wide_images(tmp_path):
 SECONDS = {}  # what the site's checks take, printed by the tests that made them
 
 
+# The tests of the built site share one build of build/book (the module's fixture):
+# xdist_group keeps them in one test process, so that two never write it at once.
 @pytest.fixture(scope="module")
 def site():
     pytest.importorskip("nbconvert")
@@ -135,6 +137,7 @@ def site():
     return index.parent
 
 
+@pytest.mark.xdist_group("site")
 def test_site_links_anchors_and_images(site, capsys):
     start = time.perf_counter()
     problems = check_site.static_problems(site)
@@ -145,6 +148,7 @@ def test_site_links_anchors_and_images(site, capsys):
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.xdist_group("site")
 def test_landing_page_shows_every_stage_with_its_figure(site):
     landing = (site / "index.html").read_text(encoding="utf-8")
     for path in LESSONS:
@@ -154,6 +158,7 @@ def test_landing_page_shows_every_stage_with_its_figure(site):
     assert 'href="classroom.html"' in landing and 'href="00_how_we_measure.html"' in landing
 
 
+@pytest.mark.xdist_group("site")
 def test_site_in_a_browser(site, capsys):
     chromium = _browser_or_skip()
     start = time.perf_counter()
