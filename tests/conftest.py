@@ -174,6 +174,7 @@ SLOW = {
                           "test_a_failing_cell", "test_book_"),  # a Jupyter kernel, nbconvert, mdBook
     "test_site.py": ("test_site_", "test_landing_page", "test_browser_checks"),  # the book, Chromium
     "test_explore.py": ("test_in_a_live_kernel",),  # a Jupyter kernel
+    "test_solutions.py": ("test_solution_runs", "test_the_command_line_runs"),  # a Python process per exercise
     "test_stage_memory.py": ("test_contract_holds", "test_records_have", "test_graph_size"),  # 200-batch records
     "test_stage07_user_held_graphs.py": ("test_a_loop", "test_a_running", "test_a_cache", "test_stage05",
                                          "test_the_fixed_loop", "test_the_leak"),  # 20-batch records
