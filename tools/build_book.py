@@ -421,8 +421,13 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
             nb = copy.deepcopy(executed(nb_path))  # the links below are rewritten in place
         seconds = time.perf_counter() - start
         total += seconds
-        kept = run_notebooks.RUN_TIMES.get(nb_path.resolve(), (0, False))[1] if executed else False
-        print(f"{seconds:6.1f} s  {'took the kept run of' if kept else 'executed'} {nb_path.relative_to(root)}")
+        if executed is None:
+            how = "executed"
+        elif nb_path.resolve() in run_notebooks.RUN_TIMES:  # run_notebooks.executed: run now, or kept
+            how = "took the kept run of" if run_notebooks.RUN_TIMES[nb_path.resolve()][1] else "executed"
+        else:
+            how = "took the run of"
+        print(f"{seconds:6.1f} s  {how} {nb_path.relative_to(root)}")
 
         where = nb_path.relative_to(root).as_posix()
         for cell in nb.cells:
