@@ -173,8 +173,15 @@ SLOW = {
     "test_notebooks.py": ("test_notebook_runs", "test_prose_figure", "test_kernel_runs",
                           "test_a_failing_cell", "test_book_"),  # a Jupyter kernel, nbconvert, mdBook
     "test_site.py": ("test_site_", "test_landing_page", "test_browser_checks"),  # the book, Chromium
-    "test_explore.py": ("test_in_a_live_kernel",),  # a Jupyter kernel
     "test_solutions.py": ("test_solution_runs", "test_the_command_line_runs"),  # a Python process per exercise
+    # the checker on whole stage files, each in child processes that record trainings
+    "test_checker.py": ("test_checker_on_a_learner_file", "test_steps_themselves_pass",
+                        "test_an_endless_loop", "test_a_file_that_exits"),
+    "test_cli.py": ("test_train_reaches", "test_train_defaults", "test_memory_writes"),  # real trainings
+    "test_instruments.py": ("test_gc_enabled_run", "test_plot_timeline", "test_timeline_passes",
+                            "test_report_puts"),  # long recordings and plots
+    "test_stage08_saved_tensors.py": ("test_stage07_fails_the_checks",),  # the checker on stage 07
+    "test_explore.py": ("test_in_a_live_kernel", "test_the_static_cell"),  # a Jupyter kernel, figures
     "test_stage_memory.py": ("test_contract_holds", "test_records_have", "test_graph_size"),  # 200-batch records
     "test_stage07_user_held_graphs.py": ("test_a_loop", "test_a_running", "test_a_cache", "test_stage05",
                                          "test_the_fixed_loop", "test_the_leak"),  # 20-batch records
