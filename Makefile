@@ -32,7 +32,7 @@ SOAK_BATCHES ?= 10000
 .PHONY: help venv dot chromium book test test-quick test-deep lab test-pythons notebooks clean distclean
 
 help:
-	@echo "make book        set up .venv, execute the notebooks, build the book (build/book/html)"
+	@echo "make book        set up .venv with the book's tools, execute the notebooks, build the book (build/book/html)"
 	@echo "make test        add the test tools to .venv, run the tests in parallel, notebooks included"
 	@echo "                 (PYTEST_ARGS=... to pass options, JOBS=1 for one process)"
 	@echo "make test-quick  the tests without the notebooks, the site and the long measurements"
