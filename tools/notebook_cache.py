@@ -29,6 +29,7 @@ import hashlib
 import json
 import os
 import sys
+import sysconfig
 import tempfile
 import time
 from pathlib import Path
@@ -69,10 +70,11 @@ def _installed_distributions() -> list[str]:
     (``numpy-2.1.0.dist-info``): a name and a version each, read without
     opening a file."""
     names = set()
-    for entry in sys.path:
+    # The interpreter's package folders, not sys.path: that differs between the test
+    # processes and the book build (the current folder, tools/) for the same installation.
+    for folder in {sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]}:
         with contextlib.suppress(OSError):
-            names.update(name for name in os.listdir(entry or ".")
-                         if name.endswith((".dist-info", ".egg-info")))
+            names.update(name for name in os.listdir(folder) if name.endswith((".dist-info", ".egg-info")))
     return sorted(names)
 
 
@@ -90,7 +92,7 @@ def inputs_key(notebook: Path, root: Path | None = None) -> str:
     for path in [*_input_files(root), _RUNNER]:
         add("file", path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name)
         add("sha256", _sha256_file(path))
-    add("python", f"{sys.version} {sys.executable}")
+    add("python", f"{sys.version} {os.path.normpath(sys.prefix)}")  # sys.executable may read ../.venv/...
     for name in _installed_distributions():
         add("distribution", name)
     for name in sorted(os.environ):
@@ -108,11 +110,16 @@ def _content_digest(entry: dict) -> str:
     return hashlib.sha256(json.dumps(body, sort_keys=True).encode("utf-8")).hexdigest()
 
 
-def _written_since(folder: Path, since_ns: int) -> dict[str, str]:
-    """The files below ``folder`` (notebooks aside) changed since ``since_ns``, with their SHA-256."""
+def _written_since(notebook: Path, since_ns: int) -> dict[str, str]:
+    """The files beside ``notebook`` (notebooks aside) changed since ``since_ns``, with
+    their SHA-256; not those in a folder named after another notebook (memray-results/
+    and tool-output/ have one per notebook), which a notebook run at the same time wrote."""
+    folder = notebook.parent
+    others = {path.stem for path in folder.glob("*.ipynb")} - {notebook.stem}
     written = {}
     for path in folder.rglob("*"):
         if (path.is_file() and path.suffix != ".ipynb" and not _SKIPPED_PARTS.intersection(path.parts)
+                and not others.intersection(path.relative_to(folder).parts[:-1])
                 and path.stat().st_mtime_ns >= since_ns):
             written[path.relative_to(folder).as_posix()] = _sha256_file(path)
     return written
@@ -194,5 +201,5 @@ def run_or_reuse(notebook: Path, execute, fresh: bool = False) -> tuple[nbformat
         start = time.perf_counter()
         nb = execute(notebook)  # raises NotebookError: nothing is kept
         seconds = time.perf_counter() - start
-        store(notebook, key, nb, seconds, _written_since(notebook.parent, started_ns))
+        store(notebook, key, nb, seconds, _written_since(notebook, started_ns))
         return nb, seconds, False
