@@ -1,10 +1,12 @@
 # dezero_mini: set up, test, and build the book.
 #
-#   make book    set up .venv, execute every notebook, build the site
-#   make test    set up .venv, run the test suite (notebooks included, the built site
-#                opened in Chromium)
-#   make lab     set up .venv with JupyterLab, register its kernel, open notebooks/
-#   make lite    build the in-browser preview (JupyterLite, in .venv-lite) into build/lite
+#   make book        set up .venv with what the book needs, execute every notebook, build the site
+#   make test        add the test tools to .venv, run the test suite in parallel (notebooks
+#                    included, the built site opened in Chromium)
+#   make test-quick  the tests without the notebooks, the site and the long measurements
+#   make test-deep   the long runs: every notebook again, hypothesis' deep profile, the soak
+#   make lab         set up .venv with JupyterLab, register its kernel, open notebooks/
+#   make lite        build the in-browser preview (JupyterLite, in .venv-lite) into build/lite
 #
 # Another interpreter:  PYTHON=python3.12 make book   (used when .venv is created;
 # run `make distclean` first to rebuild an existing .venv with it).
@@ -12,17 +14,31 @@
 PYTHON ?= python3
 VENV   := .venv
 VPY    := $(VENV)/bin/python
-# Touched after a successful install; pip runs again only when pyproject.toml is newer.
-STAMP  := $(VENV)/.installed-from-pyproject
-LAB_STAMP := $(VENV)/.installed-lab
+# The extras of pyproject.toml that each command installs: the book's, then the tests' on top.
+BOOK_EXTRAS := book,data,tools
+TEST_EXTRAS := $(BOOK_EXTRAS),widgets,site,test
+# Touched after a successful install of each set; pip runs again only when pyproject.toml is newer.
+BOOK_STAMP := $(VENV)/.installed-book
+TEST_STAMP := $(VENV)/.installed-test
+LAB_STAMP  := $(VENV)/.installed-lab
 PYTEST_ARGS ?=
+# Test processes (pytest-xdist): auto is one per core. Tests that share an expensive
+# record are kept in one process (xdist_group marks, --dist loadgroup).
+JOBS ?= auto
+PARALLEL = -n $(JOBS) --dist loadgroup
+# Batches of the soak run of `make test-deep` (benchmarks/soak.py).
+SOAK_BATCHES ?= 10000
 
 .DEFAULT_GOAL := help
-.PHONY: help venv dot chromium book test lab lite test-pythons notebooks gradescope-zip student-edition test-graders test-torch clean distclean
+.PHONY: help venv dot chromium book test test-quick test-deep lab lite test-pythons notebooks gradescope-zip student-edition test-graders test-torch clean distclean
 
 help:
-	@echo "make book        set up .venv, execute the notebooks, build the book (build/book/html)"
-	@echo "make test        set up .venv, run the tests, notebooks included (PYTEST_ARGS=... to pass options)"
+	@echo "make book        set up .venv with the book's tools, execute the notebooks, build the book (build/book/html)"
+	@echo "make test        add the test tools to .venv, run the tests in parallel, notebooks included"
+	@echo "                 (PYTEST_ARGS=... to pass options, JOBS=1 for one process)"
+	@echo "make test-quick  the tests without the notebooks, the site and the long measurements"
+	@echo "make test-deep   every notebook run again, hypothesis' deep profile (10x the examples),"
+	@echo "                 the soak of benchmarks/soak.py; tests/test_vs_torch.py runs when PyTorch is installed"
 	@echo "make lab         set up .venv with JupyterLab (and ipywidgets, memray, objgraph), open notebooks/"
 	@echo "make lite        build the in-browser preview (JupyterLite) into build/lite; before make book, which links it"
 	@echo "make test-pythons  run the notebook and contract tests on every supported Python found (.venvs/)"
@@ -38,7 +54,7 @@ help:
 	@echo "make distclean   remove build/ and .venv/"
 	@echo "Python used for .venv: PYTHON=$(PYTHON) (3.10 or newer)"
 
-venv: $(STAMP)
+venv: $(TEST_STAMP)
 
 # The virtual environment itself. Only reached when .venv/bin/python is missing
 # (or a dangling link), so a half-made .venv is removed and made again.
@@ -58,14 +74,19 @@ $(VPY):
 	  echo "      sudo apt-get install python3-venv" >&2; \
 	  exit 1; }
 
-$(STAMP): pyproject.toml | $(VPY)
+$(BOOK_STAMP): pyproject.toml | $(VPY)
 	@$(VPY) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { \
 	  echo "make: $(VENV) runs a Python older than 3.10. Remove it (make distclean) and run make again." >&2; \
 	  exit 1; }
-	@echo "Installing dezero_mini (editable) with its book and test tools into $(VENV)"
+	@echo "Installing dezero_mini (editable) with what the book needs into $(VENV): [$(BOOK_EXTRAS)]"
 	$(VPY) -m pip install --quiet --disable-pip-version-check --upgrade pip
-	$(VPY) -m pip install --disable-pip-version-check --editable ".[book,test,data,tools,widgets,site]"
-	@touch "$(STAMP)"
+	$(VPY) -m pip install --disable-pip-version-check --editable ".[$(BOOK_EXTRAS)]"
+	@touch "$(BOOK_STAMP)"
+
+$(TEST_STAMP): pyproject.toml $(BOOK_STAMP)
+	@echo "Adding the test tools to $(VENV): [$(TEST_EXTRAS)]"
+	$(VPY) -m pip install --disable-pip-version-check --editable ".[$(TEST_EXTRAS)]"
+	@touch "$(TEST_STAMP)"
 
 # Graphviz's `dot` program renders the reference graphs; it comes from the system.
 # Installed here when that needs no questions (root with apt-get); otherwise
@@ -113,17 +134,31 @@ chromium:
 	echo "make: no Chromium, so the site test will skip its browser checks. To run them:" >&2; \
 	echo "      sudo apt-get install chromium   (or set DEZERO_MINI_CHROMIUM to a Chromium or Chrome)" >&2
 
-book: dot $(STAMP)
+# Each notebook's run is kept in build/executed/ and reused, after checks, by the
+# other command (tools/notebook_cache.py): `make test` then `make book` runs each once.
+book: dot $(BOOK_STAMP)
 	$(VPY) tools/build_book.py
 
-test: dot chromium $(STAMP)
-	$(VPY) -m pytest $(PYTEST_ARGS)
+test: dot chromium $(TEST_STAMP)
+	$(VPY) -m pytest $(PARALLEL) $(PYTEST_ARGS)
+
+# The edit-test loop: no notebook, no browser, no whole-training measurement (the
+# tests marked slow; see the markers in pyproject.toml).
+test-quick: $(TEST_STAMP)
+	$(VPY) -m pytest $(PARALLEL) -m "not slow" $(PYTEST_ARGS)
+
+# The long runs: every notebook executed again (no kept run reused), the property
+# tests with 10 times their examples, then the soak. The differential test against
+# PyTorch is part of the suite and runs when PyTorch is installed in .venv.
+test-deep: dot chromium $(TEST_STAMP)
+	DEZERO_MINI_FRESH_NOTEBOOKS=1 $(VPY) -m pytest $(PARALLEL) --hypothesis-profile=deep $(PYTEST_ARGS)
+	$(VPY) benchmarks/soak.py --batches $(SOAK_BATCHES)
 
 # JupyterLab in .venv. The kernel is registered in .venv under the name the notebooks
 # are stored with (python3), so the lab runs them on .venv's Python, in their folder,
 # as `make book` does.
-$(LAB_STAMP): $(STAMP)
-	$(VPY) -m pip install --disable-pip-version-check --editable ".[book,test,data,tools,widgets,site,lab]"
+$(LAB_STAMP): $(BOOK_STAMP)
+	$(VPY) -m pip install --disable-pip-version-check --editable ".[$(BOOK_EXTRAS),widgets,lab]"
 	$(VPY) -m ipykernel install --sys-prefix --name python3 --display-name "Python 3 (dezero_mini .venv)"
 	@touch "$(LAB_STAMP)"
 
@@ -154,26 +189,26 @@ lite: $(LITE_STAMP)
 test-pythons: dot
 	"$(PYTHON)" tools/test_pythons.py $(if $(PYTEST_ARGS),-- $(PYTEST_ARGS))
 
-notebooks: dot $(STAMP)
+notebooks: dot $(BOOK_STAMP)
 	$(VPY) tools/run_notebooks.py
 
 # The zip for Gradescope's autograder: graders/gradescope/ and the course (see its README).
-gradescope-zip: $(STAMP)
+gradescope-zip: $(BOOK_STAMP)
 	@test -n "$(STAGE)" || { echo "make gradescope-zip: give the stage, e.g. make gradescope-zip STAGE=3" >&2; exit 2; }
 	$(VPY) tools/gradescope_zip.py --stage "$(STAGE)" $(if $(WEIGHTS),--weights "$(WEIGHTS)")
 
 # The course for a class that has finished stage UPTO: no step file, lesson or
 # solution of a later stage (tools/student_edition.py says what it holds).
 UPTO ?=
-student-edition: $(STAMP)
+student-edition: $(BOOK_STAMP)
 	@[ -n "$(UPTO)" ] || { echo "make: give the last stage the class has finished: make student-edition UPTO=3" >&2; exit 2; }
 	$(VPY) tools/student_edition.py "$(UPTO)" $(if $(OUT),"$(OUT)")
 
 # The lab chapter's recipes run with the real graders (tests/test_graders.py skips
 # each recipe whose grader is not installed; this target installs them all).
 GRADERS_STAMP := $(VENV)/.installed-graders
-$(GRADERS_STAMP): $(STAMP)
-	$(VPY) -m pip install --disable-pip-version-check --editable ".[book,test,data,tools,widgets,site,graders]"
+$(GRADERS_STAMP): $(TEST_STAMP)
+	$(VPY) -m pip install --disable-pip-version-check --editable ".[$(TEST_EXTRAS),graders]"
 	@touch "$(GRADERS_STAMP)"
 
 test-graders: dot $(GRADERS_STAMP)
@@ -182,7 +217,7 @@ test-graders: dot $(GRADERS_STAMP)
 # test): a CPU build, from PyTorch's own index by default, since PyPI's Linux wheel is a
 # multi-gigabyte CUDA build. Elsewhere: make test-torch TORCH_PIP_ARGS="--index-url URL".
 TORCH_PIP_ARGS ?= --index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple
-test-torch: $(STAMP)
+test-torch: $(TEST_STAMP)
 	$(VPY) -c 'import torch' 2>/dev/null || $(VPY) -m pip install --disable-pip-version-check $(TORCH_PIP_ARGS) "torch==2.13.0"
 	$(VPY) -m pytest tests/test_torch_leaks.py tests/test_vs_torch.py $(PYTEST_ARGS)
 

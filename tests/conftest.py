@@ -4,6 +4,8 @@ A stage is a step module (``steps/stepNN_<name>.py``) or the finished package
 ``dezero_mini``. Tests that state a property "from stage N on" take the
 ``stage_from`` helper so that every later stage is checked too.
 """
+import ast
+import functools
 import gc
 import importlib
 import sys
@@ -47,6 +49,83 @@ def stages_from(first):
     return [n for n in ALL_STAGES if n == "dezero_mini" or first in lineage(int(n[4:6]))]
 
 
+@functools.lru_cache(maxsize=None)
+def _statements(name):
+    """The top-level statements of step file ``name``, as AST dumps, and the
+    names they bind; its docstring, STAGE, STAGE_TITLE and its
+    ``if __name__ == "__main__":`` demonstration left out (they describe the
+    stage; no code of the framework reads them)."""
+    tree = ast.parse((STEPS / f"{name}.py").read_text(encoding="utf-8"))
+    kept = []
+    for node in tree.body:
+        if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str):
+            continue  # a docstring
+        if isinstance(node, ast.Assign) and [ast.unparse(t) for t in node.targets] in (["STAGE"], ["STAGE_TITLE"]):
+            continue
+        if isinstance(node, ast.If) and ast.unparse(node.test) in ('__name__ == "__main__"', "__name__ == '__main__'"):
+            continue
+        kept.append(node)
+    return tuple(kept)
+
+
+def _binds(node):
+    """The names a top-level statement binds, or None when it may do more than
+    bind new names (a call, an assignment to an attribute, ...)."""
+    if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+        return {node.name}
+    if isinstance(node, (ast.Import, ast.ImportFrom)):
+        return {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+    if isinstance(node, (ast.Assign, ast.AnnAssign)):
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+        if all(isinstance(t, ast.Name) for t in targets):
+            return {t.id for t in targets}
+    return None
+
+
+def only_adds_to(name, base):
+    """Whether step file ``name`` holds every top-level statement of step file
+    ``base`` unchanged and adds nothing but definitions of names that ``base``
+    does not bind (functions, classes, imports, plain assignments). Then code
+    that calls only ``base``'s names (a training loop, a contract of ``base``'s
+    stage or earlier) runs the very same code on both, and measuring it on
+    ``name`` again adds nothing."""
+    base_statements = _statements(base)
+    dumps = {ast.dump(node) for node in base_statements}
+    base_names = set().union(*(_binds(node) or set() for node in base_statements))
+    for node in _statements(name):
+        if ast.dump(node) in dumps:
+            dumps.discard(ast.dump(node))
+            continue
+        binds = _binds(node)
+        if binds is None or binds & base_names:
+            return False
+    return not dumps
+
+
+def _step_name(number):
+    return next((n for n in STEP_NAMES if n.startswith(f"step{number:02d}_")), None)
+
+
+@functools.lru_cache(maxsize=None)
+def stages_that_change(first):
+    """``stages_from(first)`` without the step modules that only add to the
+    stage they build on (``only_adds_to``: stage 09 adds the planner to 08,
+    stage 10 adds ``checkpoint`` to 08, each leaving 08's framework as it is).
+    ``first`` itself and ``dezero_mini`` (the framework learners use) are
+    always kept. For the measurements that use only what stage ``first``
+    has: the stages left out would run them on the same code again."""
+    from dezero_mini.contracts import get_stage
+
+    kept = []
+    for name in stages_from(first):
+        if name != "dezero_mini" and name[4:6] != f"{int(first):02d}":
+            base = _step_name(get_stage(int(name[4:6])).builds_on)
+            if base is not None and only_adds_to(name, base):
+                continue
+        kept.append(name)
+    return tuple(kept)
+
+
 @pytest.fixture
 def gc_disabled():
     """Leave freeing to reference counting alone; restore the collector after."""
@@ -69,3 +148,81 @@ def _clear_stage01_registry():
     module = sys.modules.get("step01_leaking_graph")
     if module is not None:
         module.REGISTRY.clear()
+
+
+# ---------------------------------------------------------------- hypothesis' profiles
+# `make test` runs the property tests with the examples each asks for (hypothesis'
+# default profile, or the max_examples of its @settings); `make test-deep` passes
+# --hypothesis-profile=deep: DEEP_FACTOR times as many examples for every one of them.
+DEEP_FACTOR = 10
+
+try:
+    from hypothesis import settings as _hypothesis_settings
+except ImportError:  # hypothesis comes with the test extra; the book's venv lacks it
+    _hypothesis_settings = None
+else:
+    _hypothesis_settings.register_profile(
+        "deep", max_examples=DEEP_FACTOR * _hypothesis_settings.default.max_examples, deadline=None)
+
+
+# ------------------------------------------------------------------- the slow tests
+# What `make test-quick` (-m "not slow") leaves out, by file and test name (a prefix of
+# the name, parameters aside; "" for every test of the file), with why. Listed here,
+# in one place, rather than as a mark in each file.
+SLOW = {
+    "test_notebooks.py": ("test_notebook_runs", "test_prose_figure", "test_kernel_runs",
+                          "test_a_failing_cell", "test_book_"),  # a Jupyter kernel, nbconvert, mdBook
+    "test_site.py": ("test_site_", "test_landing_page", "test_browser_checks"),  # the book, Chromium
+    "test_solutions.py": ("test_solution_runs", "test_the_command_line_runs"),  # a Python process per exercise
+    # the checker on whole stage files, each in child processes that record trainings
+    "test_checker.py": ("test_checker_on_a_learner_file", "test_steps_themselves_pass",
+                        "test_an_endless_loop", "test_a_file_that_exits"),
+    "test_cli.py": ("test_train_reaches", "test_train_defaults", "test_memory_writes"),  # real trainings
+    "test_instruments.py": ("test_gc_enabled_run", "test_plot_timeline", "test_timeline_passes",
+                            "test_report_puts"),  # long recordings and plots
+    "test_stage08_saved_tensors.py": ("test_stage07_fails_the_checks",),  # the checker on stage 07
+    "test_explore.py": ("test_in_a_live_kernel", "test_the_static_cell"),  # a Jupyter kernel, figures
+    "test_stage_memory.py": ("test_contract_holds", "test_records_have", "test_graph_size"),  # 200-batch records
+    "test_stage07_user_held_graphs.py": ("test_a_loop", "test_a_running", "test_a_cache", "test_stage05",
+                                         "test_the_fixed_loop", "test_the_leak"),  # 20-batch records
+}
+
+
+def _mark_slow(items, whole_files):
+    """Mark the items that SLOW names; a name in SLOW that matches no test of
+    its file is an error when whole files were collected (no ``file::test``
+    argument), so that the table cannot go stale."""
+    unmatched = {(file, prefix) for file, prefixes in SLOW.items() for prefix in prefixes}
+    files = set()
+    for item in items:
+        file = Path(str(item.fspath)).name
+        files.add(file)
+        for prefix in SLOW.get(file, ()):
+            if getattr(item, "originalname", item.name).startswith(prefix):
+                item.add_marker(pytest.mark.slow)
+                unmatched.discard((file, prefix))
+    stale = sorted(f"{file}: {prefix}" for file, prefix in unmatched if file in files)
+    if stale and whole_files:
+        raise pytest.UsageError(f"conftest.SLOW names tests that do not exist: {', '.join(stale)}")
+
+
+@pytest.hookimpl(tryfirst=True)  # before -k and -m deselect anything
+def pytest_collection_modifyitems(config, items):
+    """Mark the slow tests (``SLOW``). Under hypothesis' deep profile, give
+    the property tests that name their own ``max_examples`` DEEP_FACTOR
+    times as many too (a profile alone leaves them as they are)."""
+    _mark_slow(items, whole_files=not any("::" in arg for arg in config.args))
+    if _hypothesis_settings is None or config.getoption("hypothesis_profile", None) != "deep":
+        return
+    scaled = set()
+    for item in items:
+        test = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+        if not getattr(test, "is_hypothesis_test", False) or id(test) in scaled:
+            continue
+        current = getattr(test, "_hypothesis_internal_use_settings", None)
+        if current is None:  # where hypothesis keeps a test's settings has moved: say so
+            raise pytest.UsageError(f"{item.nodeid}: cannot scale its hypothesis settings for the deep profile")
+        if current.max_examples < DEEP_FACTOR * _hypothesis_settings.default.max_examples:
+            test._hypothesis_internal_use_settings = _hypothesis_settings(
+                current, max_examples=DEEP_FACTOR * current.max_examples)
+        scaled.add(id(test))

@@ -182,7 +182,7 @@ def test_make_lab_passes_allow_root_only_to_root(tmp_path):
     for stamp in ("installed", "lab"):
         (venv / stamp).touch()
     done = subprocess.run(
-        ["make", "-C", str(ROOT), "lab", f"VENV={venv}", f"STAMP={venv / 'installed'}",
+        ["make", "-C", str(ROOT), "lab", f"VENV={venv}", f"BOOK_STAMP={venv / 'installed'}",
          f"LAB_STAMP={venv / 'lab'}"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     arguments = said.read_text().split()

@@ -10,10 +10,10 @@ The tools that run the notebooks and build the book are tested here too, on
 notebooks that the tests write, so this module has tests to run even before
 the course has any notebook.
 """
+import json
 import re
 import shutil
 import sys
-import time
 from pathlib import Path
 
 import nbformat
@@ -22,7 +22,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
-import run_notebooks  # noqa: E402  (tools/ is not a package)
+import notebook_cache  # noqa: E402  (tools/ is not a package)
+import run_notebooks  # noqa: E402
 
 NOTEBOOKS = sorted((ROOT / "notebooks").glob("*.ipynb"))
 NOTEBOOK_PARAMS = [pytest.param(p, id=p.name) for p in NOTEBOOKS] or [
@@ -68,20 +69,21 @@ def test_notebook_is_stored_clean(path):
     )
 
 
-# Executed notebooks are kept in run_notebooks.RUNS: the checks of their figures
-# below, and the site build of tests/test_site.py, reuse the run of
-# test_notebook_runs instead of executing each notebook again.
+# Each notebook runs once for the whole test run and the book (run_notebooks.executed:
+# kept in this process and in build/executed/, reused only while the notebook, the
+# package, the stage files and the installed tools are what they were when it ran;
+# DEZERO_MINI_FRESH_NOTEBOOKS=1 runs them all again). The checks of their figures
+# below and the site build of tests/test_site.py take the same runs.
 _executed = run_notebooks.executed
 
 
 @pytest.mark.parametrize("path", NOTEBOOK_PARAMS)
 def test_notebook_runs(path, capsys):
-    start = time.perf_counter()
-    nb = run_notebooks.execute_notebook(path)  # raises NotebookError naming the cell
-    seconds = time.perf_counter() - start
-    run_notebooks.RUNS[path.resolve()] = nb
+    nb = _executed(path)  # raises NotebookError naming the cell
+    seconds, reused = run_notebooks.RUN_TIMES[path.resolve()]
     with capsys.disabled():
-        print(f"\n    {path.name} ran in {seconds:.1f} s ", end="")
+        print(f"\n    {path.name} ran in {seconds:.1f} s{' (kept from an earlier run)' if reused else ''} ",
+              end="")
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
     assert seconds < WALL_TIME_LIMIT, (
@@ -358,3 +360,106 @@ def test_book_folds_each_solution_under_its_exercise(tmp_path):
     solutions.rename(repo / "solutions" / "02_gone.py")
     with pytest.raises(build_book.BookError, match="02_gone.py has no lesson"):
         build_book.build(repo, run_mdbook=False)
+
+
+# ------------------------------------------ the kept runs: reused only when still true
+
+
+def _counting_runner(written=None):
+    """An ``execute`` for notebook_cache.run_or_reuse that needs no kernel: it
+    gives the notebook an output naming the call, writes ``written`` (name:
+    text) beside it, as memray's magic does, and counts its calls."""
+    calls = []
+
+    def execute(path):
+        calls.append(path)
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            if cell.cell_type == "code":
+                cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"run {len(calls)}\n")]
+        for name, text in (written or {}).items():
+            (path.parent / name).parent.mkdir(parents=True, exist_ok=True)
+            (path.parent / name).write_text(text)
+        return nb
+
+    return execute, calls
+
+
+def _entry(cache):
+    return next(cache.glob("*.json"))
+
+
+def _break_digest(cache):
+    entry = _entry(cache)
+    entry.write_text(entry.read_text().replace("run 1", "run 9"))
+
+
+def _cut_short(cache):
+    entry = _entry(cache)
+    entry.write_bytes(entry.read_bytes()[:-40])
+
+
+def _add_an_error_output(cache):
+    """A kept run whose notebook holds an error output, with a digest that matches."""
+    entry = json.loads(_entry(cache).read_text())
+    entry["notebook"]["cells"][0]["outputs"] = [
+        {"output_type": "error", "ename": "E", "evalue": "", "traceback": []}]
+    entry["digest"] = notebook_cache._content_digest(entry)
+    _entry(cache).write_text(json.dumps(entry))
+
+
+# (what changes after the first run, whether the second call must run the notebook again)
+CACHE_CASES = [
+    ("nothing", lambda repo, cache, env: None, False),
+    ("the notebook", lambda repo, cache, env: _write_notebook(
+        repo / "notebooks" / "01_kept.ipynb", [new_code_cell("print(2)")]), True),
+    ("a package file", lambda repo, cache, env: (repo / "dezero_mini" / "core.py").write_text("x = 2\n"), True),
+    ("a new package file", lambda repo, cache, env: (repo / "dezero_mini" / "data.npz").write_bytes(b"1"), True),
+    ("a stage file", lambda repo, cache, env: (repo / "steps" / "step01_a.py").write_text("y = 2\n"), True),
+    ("a DEZERO variable", lambda repo, cache, env: env.setenv("DEZERO_MINI_CHECK_SAVED", "1"), True),
+    ("the fresh switch", lambda repo, cache, env: env.setenv(notebook_cache.FRESH_VARIABLE, "1"), True),
+    ("a written file removed", lambda repo, cache, env: (
+        repo / "notebooks" / "memray-results" / "01_kept" / "flamegraph.html").unlink(), True),
+    ("a written file changed", lambda repo, cache, env: (
+        repo / "notebooks" / "memray-results" / "01_kept" / "flamegraph.html").write_text("other"), True),
+    ("the entry edited", lambda repo, cache, env: _break_digest(cache), True),
+    ("the entry cut short", lambda repo, cache, env: _cut_short(cache), True),
+    ("the entry removed", lambda repo, cache, env: _entry(cache).unlink(), True),
+    ("an error output kept", lambda repo, cache, env: _add_an_error_output(cache), True),
+    ("an unrelated file", lambda repo, cache, env: (repo / "README.md").write_text("# new\n"), False),
+]
+
+
+@pytest.mark.parametrize("change, runs_again", [(c[1], c[2]) for c in CACHE_CASES],
+                         ids=[c[0] for c in CACHE_CASES])
+def test_a_kept_run_is_reused_only_while_it_is_still_true(tmp_path, monkeypatch, change, runs_again):
+    repo = tmp_path / "repo"
+    (repo / "dezero_mini").mkdir(parents=True)
+    (repo / "dezero_mini" / "core.py").write_text("x = 1\n")
+    (repo / "steps").mkdir()
+    (repo / "steps" / "step01_a.py").write_text("y = 1\n")
+    (repo / "README.md").write_text("# repo\n")
+    path = _write_notebook(repo / "notebooks" / "01_kept.ipynb", [new_code_cell("print(1)")])
+    cache = repo / "build" / "executed"
+    monkeypatch.setattr(notebook_cache, "ROOT", repo)
+    monkeypatch.setattr(notebook_cache, "CACHE_DIR", cache)
+    monkeypatch.delenv(notebook_cache.FRESH_VARIABLE, raising=False)
+    monkeypatch.delenv("DEZERO_MINI_CHECK_SAVED", raising=False)
+    execute, calls = _counting_runner({"memray-results/01_kept/flamegraph.html": "<html>graph</html>"})
+
+    first, _, reused = notebook_cache.run_or_reuse(path, execute)
+    assert not reused and len(calls) == 1
+    change(repo, cache, monkeypatch)
+    second, _, reused = notebook_cache.run_or_reuse(path, execute)
+
+    assert reused is not runs_again
+    assert len(calls) == (2 if runs_again else 1)
+    if not runs_again:
+        assert second == first
+    # A failed run keeps nothing: the next call runs the notebook again.
+    def fail(_):
+        raise run_notebooks.NotebookError(path, 0, 1, "boom")
+    _entry(cache).unlink()
+    with pytest.raises(run_notebooks.NotebookError):
+        notebook_cache.run_or_reuse(path, fail)
+    assert list(cache.glob("*.json")) == []

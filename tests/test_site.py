@@ -1,7 +1,8 @@
 """The site, built and opened as a reader meets it.
 
 ``make test`` builds the book (tools/build_book.py) from the notebooks that
-tests/test_notebooks.py has executed already (run_notebooks.RUNS: nothing runs
+tests/test_notebooks.py has executed already (run_notebooks.executed: in this
+process, or in another test process through build/executed/; nothing runs
 twice), then checks it with tools/check_site.py: links, anchors and images
 without a browser, and every page in the system's headless Chromium (skipped,
 with the reason, where there is none). The checks themselves are first shown
@@ -118,6 +119,8 @@ def test_browser_checks_find_errors_empty_and_too_wide_images(tmp_path):
 SECONDS = {}  # what the site's checks take, printed by the tests that made them
 
 
+# The tests of the built site share one build of build/book (the module's fixture):
+# xdist_group keeps them in one test process, so that two never write it at once.
 @pytest.fixture(scope="module")
 def site():
     pytest.importorskip("nbconvert")
@@ -127,13 +130,14 @@ def site():
         build_book.find_mdbook()
     except build_book.BookError as exc:
         pytest.skip(str(exc))
-    reused = len(run_notebooks.RUNS)
+    reused = len(run_notebooks.RUNS)  # run here already, by tests/test_notebooks.py
     start = time.perf_counter()
     index = build_book.build(ROOT, executed=run_notebooks.executed)
     SECONDS["build"] = (time.perf_counter() - start, reused)
     return index.parent
 
 
+@pytest.mark.xdist_group("site")
 def test_site_links_anchors_and_images(site, capsys):
     start = time.perf_counter()
     problems = check_site.static_problems(site)
@@ -144,6 +148,7 @@ def test_site_links_anchors_and_images(site, capsys):
     assert not problems, "\n".join(problems)
 
 
+@pytest.mark.xdist_group("site")
 def test_landing_page_shows_every_stage_with_its_figure(site):
     landing = (site / "index.html").read_text(encoding="utf-8")
     for path in LESSONS:
@@ -153,6 +158,7 @@ def test_landing_page_shows_every_stage_with_its_figure(site):
     assert 'href="classroom.html"' in landing and 'href="00_how_we_measure.html"' in landing
 
 
+@pytest.mark.xdist_group("site")
 def test_site_in_a_browser(site, capsys):
     chromium = _browser_or_skip()
     start = time.perf_counter()

@@ -16,7 +16,7 @@ tracemalloc bytes, with the cyclic collector disabled. Each stage's
 """
 import pytest
 
-from conftest import ALL_STAGES, load
+from conftest import ALL_STAGES, load, stages_that_change
 from dezero_mini.contracts import FINISHED, all_contracts, missing_names
 from dezero_mini.contracts.bench import BATCHES, bench
 from dezero_mini.memory import Workload
@@ -26,9 +26,16 @@ def number_of(stage_name):
     return FINISHED if stage_name == "dezero_mini" else int(stage_name[4:6])
 
 
-CASES = [pytest.param(contract, stage, id=f"{contract.name}-{stage}")
+# Each contract runs on the stage that introduces it, on every later stage that
+# changes the framework it measures, and on dezero_mini (stages_that_change: a
+# stage whose step file only adds new names to the stage it builds on, as stage
+# 10 adds checkpoint() to stage 08, would run the very same code again).
+# The cases of one stage share its bench (its training record, made once per
+# process): xdist_group keeps them in one test process under `pytest -n`.
+CASES = [pytest.param(contract, stage, id=f"{contract.name}-{stage}",
+                      marks=pytest.mark.xdist_group(f"bench-{stage}"))
          for contract in all_contracts() for stage in ALL_STAGES
-         if contract.holds_at(number_of(stage))]
+         if contract.holds_at(number_of(stage)) and stage in stages_that_change(contract.stage)]
 
 
 def test_dezero_mini_has_the_api_of_every_stage():
@@ -50,10 +57,12 @@ def test_every_contract_is_held_by_some_stage():
     assert held == {contract.name for contract in all_contracts()}
 
 
+@pytest.mark.xdist_group("bench-step03_weakref_outputs")
 def test_records_have_the_batches_of_the_course():
     assert bench(load("step03_weakref_outputs")).record.batches == BATCHES == 200
 
 
+@pytest.mark.xdist_group("bench-step01_leaking_graph")
 def test_graph_size_is_what_the_stage01_registry_sees():
     """The bench counts one batch's graph without a registry; stage 01's
     registry, which sees every Variable and Function made, agrees."""

@@ -4,7 +4,9 @@
 
 1. Executes ``notebooks/NN_*.ipynb`` in course order (tools/run_notebooks.py);
    stops with a non-zero exit status, naming the notebook and the cell, at the
-   first one that fails.
+   first one that fails. A notebook whose run is kept in ``build/executed/``
+   (by ``make test`` or an earlier build) and whose inputs have not changed
+   since is not run again (tools/notebook_cache.py checks the kept run).
 2. Converts each executed notebook to Markdown with nbconvert. Images that the
    cells display (PNG plots, SVG reference graphs) become files next to the
    chapter, in ``NN_<name>_files/``. A code cell tagged ``remove-input`` shows
@@ -77,6 +79,7 @@ from launch_buttons import (  # noqa: E402
     preview_built,
     repository,
 )
+import run_notebooks  # noqa: E402
 from run_notebooks import (  # noqa: E402
     DEFAULT_TIMEOUT,
     NOTEBOOK_GLOB,
@@ -452,8 +455,13 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
             nb = copy.deepcopy(executed(nb_path))  # the links below are rewritten in place
         seconds = time.perf_counter() - start
         total += seconds
-        print(f"{seconds:6.1f} s  {'executed' if executed is None else 'took the run of'} "
-              f"{nb_path.relative_to(root)}")
+        if executed is None:
+            how = "executed"
+        elif nb_path.resolve() in run_notebooks.RUN_TIMES:  # run_notebooks.executed: run now, or kept
+            how = "took the kept run of" if run_notebooks.RUN_TIMES[nb_path.resolve()][1] else "executed"
+        else:
+            how = "took the run of"
+        print(f"{seconds:6.1f} s  {how} {nb_path.relative_to(root)}")
 
         where = nb_path.relative_to(root).as_posix()
         for cell in nb.cells:
@@ -536,7 +544,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="write build/book/src but do not run mdbook")
     args = parser.parse_args(argv)
     try:
-        index = build(ROOT, timeout=args.timeout, run_mdbook=not args.no_mdbook)
+        # Each notebook's run is kept in build/executed/ and reused while none of its
+        # inputs has changed (by `make test`, or by an earlier `make book`).
+        index = build(ROOT, timeout=args.timeout, run_mdbook=not args.no_mdbook,
+                      executed=lambda path: run_notebooks.executed(path, timeout=args.timeout))
     except (NotebookError, BookError) as exc:
         print(f"\nThe book was not built.\n{exc}", file=sys.stderr)
         return 1

@@ -10,8 +10,10 @@ The kernel always runs on the interpreter that runs this script
 installed. Each notebook runs with its own folder as the working directory,
 as it does when a learner opens it in Jupyter.
 
-Other tools import :func:`execute_notebook` from here (the book builder and
-``tests/test_notebooks.py``).
+Each run is kept in ``build/executed/`` (tools/notebook_cache.py): the tests
+and the book builder take a notebook through :func:`executed`, which reuses
+the kept run while none of its inputs has changed, so that ``make test`` and
+``make book`` run each notebook once between them.
 """
 from __future__ import annotations
 
@@ -28,6 +30,9 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.exceptions import CellExecutionError, CellTimeoutError, DeadKernelError
 from traitlets import default
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import notebook_cache  # noqa: E402  (tools/ is not a package)
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -153,17 +158,23 @@ def execute_notebook(path, timeout: int = DEFAULT_TIMEOUT) -> nbformat.NotebookN
     return nb
 
 
-#: The notebooks this process has executed already, by resolved path (see ``executed``).
+#: The notebooks this process has run or reused already, by resolved path (see ``executed``).
 RUNS: dict[Path, nbformat.NotebookNode] = {}
+#: For each of them: (seconds its run took, whether that run was kept from an earlier one).
+RUN_TIMES: dict[Path, tuple[float, bool]] = {}
 
 
 def executed(path, timeout: int = DEFAULT_TIMEOUT) -> nbformat.NotebookNode:
-    """The executed notebook at ``path``, run at most once per process: the test
-    suite checks each notebook's run and then builds the book from the same runs.
-    Callers must not change what it returns (copy it first)."""
+    """The executed notebook at ``path``, run at most once for the tests and the
+    book together: kept in this process (``RUNS``) and in ``build/executed/``
+    (tools/notebook_cache.py, which runs it again whenever any of its inputs
+    changed or the kept copy fails a check). Callers must not change what it
+    returns (copy it first)."""
     path = Path(path).resolve()
     if path not in RUNS:
-        RUNS[path] = execute_notebook(path, timeout=timeout)
+        nb, seconds, reused = notebook_cache.run_or_reuse(
+            path, lambda notebook: execute_notebook(notebook, timeout=timeout))
+        RUNS[path], RUN_TIMES[path] = nb, (seconds, reused)
     return RUNS[path]
 
 
@@ -191,8 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     total = 0.0
     for path in paths:
         start = time.perf_counter()
-        try:
-            execute_notebook(path, timeout=args.timeout)
+        try:  # always run (this is the timing tool), and kept for `make book` and the tests
+            notebook_cache.run_or_reuse(path, lambda nb: execute_notebook(nb, timeout=args.timeout), fresh=True)
         except NotebookError as exc:
             seconds = time.perf_counter() - start
             print(f"FAILED {_display(path)} after {seconds:.1f} s\n{exc}\n", file=sys.stderr)
