@@ -143,6 +143,9 @@ def test_the_install_cell_is_added_once_before_the_first_code_cell(tmp_path):
     write_config(tmp_path, "https://github.com/ada/dezero-course/tree/lessons-v2")
     path = lesson_copy(tmp_path)
     before = nbformat.read(path, as_version=4)
+    # the lessons carry the cell already: take it out to see it added
+    before.cells = [cell for cell in before.cells if cell.get("id") != colab_cell.CELL_ID]
+    nbformat.write(before, path)
     assert colab_cell.main(["--root", str(tmp_path), str(path)]) == 0
     after = nbformat.read(path, as_version=4)
     install = [cell for cell in after.cells if cell.get("id") == colab_cell.CELL_ID]
@@ -331,3 +334,11 @@ def test_a_start_page_path_off_the_notebooks_is_not_followed(chromium_page):
     page.goto(url + "start.html?path=https://example.org/x.ipynb")
     page.wait_for_url("**/notebooks/index.html", timeout=30_000)
     assert page.url == url + "notebooks/index.html"
+
+
+def test_every_lesson_carries_the_install_cell_as_the_tool_writes_it():
+    """tools/colab_cell.py has been run on the lessons, with the repository
+    URL that book.toml names now (--check writes nothing, and says 1 if a
+    lesson lacks the cell or carries an old one)."""
+    lessons = sorted(str(path) for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    assert colab_cell.main(["--check", *lessons]) == 0
