@@ -180,4 +180,7 @@ def test_slots_functions_have_no_dict_and_weigh_less():
     assert not slots.has_dict and plain.has_dict
     assert slots.getsizeof < plain.getsizeof
     assert slots.traced < plain.traced < plain.traced_with_dict
-    assert slots.traced == slots.traced_with_dict
+    # Asking a slotted object for its __dict__ makes nothing: the same bytes per
+    # object, to within what the allocator's own bookkeeping adds now and then
+    # (under 1 byte per object over 2,000; a dictionary would add 48 or more).
+    assert abs(slots.traced - slots.traced_with_dict) < 1
