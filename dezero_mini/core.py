@@ -238,6 +238,12 @@ class Variable:
                     edge[0].unchain()
                 edges.append(edge)
             f.next_functions = edges
+        if self.creator is not None and self.creator.next_functions is None:
+            # Its own creator was freed by that backward too: there is nothing
+            # to go back through, so this Variable becomes a leaf as well, and
+            # the next window's graph (DeZero's ``loss += ...`` after
+            # ``loss.unchain_backward()``) starts from its value.
+            self.unchain()
 
     def backward(self, retain_grad=False, create_graph=False, retain_graph=None):
         """Compute the gradient of this Variable with respect to every

@@ -96,6 +96,7 @@ def test_unchain_backward_and_drawing_after_a_freeing_backward():
     x = dz.Variable(np.ones(3), name="x")
     y = F.sum(F.exp(x))
     y.backward()
-    y.unchain_backward()  # nothing left to cut: not an error
     text = utils.get_dot_graph(y)
     assert "(freed by backward)" in text
+    y.unchain_backward()  # nothing left to cut but its freed creator: not an error
+    assert y.creator is None  # a leaf now, whose value the next graph may start from
