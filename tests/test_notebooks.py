@@ -119,7 +119,7 @@ PROSE_FIGURES = [
      r"MiB against [\d.]+ MiB, ([\d.]+) times less", (2.5, 3.2)),
     # 9 bytes on 3.12, 17 on 3.13, 25 on 3.11, 62 on 3.10 (the dict made with the object)
     ("08_saved_tensors.ipynb", "`__slots__` saves from about ten to a few tens of bytes per graph node",
-     r"the slots save (\d+) to", (8, 99)),
+     r"the slots save (\d+)(?: to \d+)? bytes", (8, 99)),
     ("09_memory_planning.ipynb", "need about 2.7 times less memory than one array per buffer for training",
      r"the standard MLP needs ([\d.]+)x less for training", (2.5, 2.9)),
     ("09_memory_planning.ipynb", "and about 3 times less for inference",
