@@ -6,7 +6,7 @@ Prints figures; it is not a test. Run:
     .venv/bin/python benchmarks/peak_memory.py --repeats 5
 
 The network is an MLP 784-4096-4096-10 with ReLU, float32, on a batch of 512
-(an 8 MiB activation per hidden layer, 80 MiB of weights). Each case runs in a
+(an 8 MiB activation per hidden layer, 76.4 MiB of weights). Each case runs in a
 fresh process, so that one case's freed memory (kept by the allocator, never
 returned to the system) cannot lower or raise the next one's figure:
 

@@ -3,9 +3,16 @@ memory stays flat: live Variables/Functions and tracemalloc's current bytes
 at the start and the end, and the slope of the bytes per batch.
 
     .venv/bin/python benchmarks/soak.py [--batches 10000]
+
+Exit status 0 when memory stayed flat: as many live framework objects at the
+end as after the first batch, and a slope under ``MAX_SLOPE`` bytes per
+batch (a leaked graph is kilobytes a batch; the smallest Python object that
+a batch could leave behind, 16 bytes); 1 otherwise (``make test-deep`` fails
+on it).
 """
 import argparse
 import gc
+import sys
 import tracemalloc
 
 import numpy as np
@@ -13,6 +20,9 @@ import numpy as np
 import dezero_mini
 from dezero_mini.memory import Workload
 from dezero_mini.memory.counting import count_live_objects
+
+#: Bytes per batch above which the traced memory is not flat.
+MAX_SLOPE = 1.0
 
 
 def main(argv=None):
@@ -47,7 +57,11 @@ def main(argv=None):
     print(f"live framework objects: start {live_start}, end {live_end}")
     print(f"tracemalloc current:    start {nbytes[0] / 1024:.1f} KiB, end {nbytes[-1] / 1024:.1f} KiB")
     print(f"slope: {slope:.4f} bytes per batch")
+    flat = live_end == live_start and abs(slope) < MAX_SLOPE
+    print("flat" if flat else f"NOT flat: the live objects must not change and the slope must "
+          f"stay under {MAX_SLOPE:g} byte per batch")
+    return 0 if flat else 1
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

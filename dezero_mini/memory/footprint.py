@@ -8,7 +8,7 @@ attributes onto an object of a plain class, the same attributes in a
 ``__dict__``: the pair shows what the slots save per graph node.
 
 On Python 3.11 and later an object's ``__dict__`` is not made until someone
-asks for it (its values live inline in the object): ``traced`` is then
+asks for it (from 3.13 its values live inside the object itself): ``traced`` is then
 smaller than ``traced_with_dict``, which counts the dictionary made on demand
 (by ``vars(obj)``, ``obj.__dict__``, a debugger or an instrument).
 """
