@@ -62,6 +62,9 @@ def atomic_write(path, mode="wb", *, overwrite=True, encoding=None, newline=None
                 fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             except FileExistsError:  # another write's name (1 in 2**64): not ours to remove
                 temporary = None
+            except OSError as error:  # the folder takes no new file: say which file was wanted
+                temporary = None
+                raise OSError(error.errno, error.strerror, str(target)) from None
         _keep_permissions_of(target, fd)
         with os.fdopen(fd, mode, encoding=encoding, newline=newline) as file:
             yield file

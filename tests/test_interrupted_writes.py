@@ -13,6 +13,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -133,3 +134,12 @@ def complete_csv(content, batches):
     lines = content.decode().splitlines()
     return (lines[0].startswith("batch,") and len(lines) == 1 + batches
             and content.endswith(b"\n"))
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs /proc, which takes no new file")
+def test_a_folder_that_takes_no_new_file_is_named_with_the_target(tmp_path):
+    """The error names the file the user asked for, not the temporary beside it."""
+    with pytest.raises(OSError) as raised:
+        atomic.write_text(Path("/proc/dezero_mini_out.txt"), "text")
+    assert raised.value.filename == "/proc/dezero_mini_out.txt"
+    assert not list(Path("/proc").glob(".dezero_mini_out.txt.*"))
