@@ -424,7 +424,28 @@ def test_cuda_stub_runs_get_array_module_code_on_numpy():
 def test_core_simple_names_are_the_core():
     from dezero_mini import core_simple
 
-    assert core_simple.Variable is Variable and core_simple.no_grad is dezero.no_grad
+    assert core_simple.no_grad is dezero.no_grad and core_simple.Function is dezero.Function
+    assert issubclass(core_simple.Variable, Variable)
+    assert not hasattr(core_simple.Variable(np.array(1.0)), "__dict__")  # the core's slots only
+
+
+def test_core_simple_gradients_are_arrays_as_in_dezeros_simple_core():
+    """DeZero's simple core keeps gradients as ndarrays; its programs read
+    them so (``x.data -= lr * x.grad``). The results of operations are the
+    core's Variables, and gradients still add up over two backwards."""
+    from dezero_mini.core_simple import Variable as SimpleVariable
+
+    x = SimpleVariable(np.array(3.0))
+    y = x ** 2 + x
+    assert type(y) is Variable
+    y.backward()
+    assert type(x.grad) is np.ndarray and x.grad == 7.0
+    (x * 2).backward()
+    assert type(x.grad) is np.ndarray and x.grad == 9.0  # accumulated, as in DeZero
+    x.cleargrad()
+    assert x.grad is None
+    x.grad = np.array(1.5)  # set by hand, as a program may
+    assert type(x.grad) is np.ndarray and x.grad == 1.5
 
 
 def test_utils_helpers():
@@ -586,8 +607,8 @@ def test_a_book_style_program_that_reads_is_simple_core_runs():
         x0.cleargrad()
         x1.cleargrad()
         y.backward()
-        x0.data -= 0.001 * x0.grad.data
-        x1.data -= 0.001 * x1.grad.data
+        x0.data -= 0.001 * x0.grad  # an ndarray, as in DeZero's simple core
+        x1.data -= 0.001 * x1.grad
         a, b = a - 0.001 * (-400 * a * (b - a * a) + 2 * (a - 1)), b - 0.001 * 200 * (b - a * a)
     np.testing.assert_allclose([x0.data, x1.data], [a, b], rtol=1e-9)
     assert 0.6 < a < 1 and 0.4 < b < 1  # on its way to the minimum at (1, 1)

@@ -84,6 +84,15 @@ INTERRUPTS = [
 ]
 
 
+def hear_sigint():
+    """In the child, before it runs: SIGINT back to its default. A shell that
+    starts the tests in the background (``make test &``) ignores SIGINT, the
+    child would inherit that, and Python then installs no KeyboardInterrupt
+    handler: the command would rightly go on, as ``nohup`` asks, and the
+    interrupt under test would never happen."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def wait_for_temporary(folder, name, process, seconds=90):
     """Wait until the write of ``name`` has begun (its temporary file exists)."""
     prefix = atomic.temporary_prefix(name)
@@ -109,7 +118,7 @@ def test_a_signal_in_the_middle_of_a_write_loses_no_file(tmp_path, argv, interru
     slow = {**os.environ, atomic.SLOW_WRITE_ENV: "2"}
     process = subprocess.Popen([sys.executable, "-m", "dezero_mini", *argv], cwd=tmp_path,
                                env=slow, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
+                               text=True, preexec_fn=hear_sigint)
     try:
         wait_for_temporary(tmp_path, interrupted, process)
         process.send_signal(signum)
