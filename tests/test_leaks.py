@@ -668,7 +668,7 @@ def test_a_loop_that_makes_no_framework_object_is_not_compared(capsys, tmp_path)
 
 
 def test_only_loop_statements_are_marked_not_comprehensions():
-    from dezero_mini.cli_leaks import compile_with_loop_marks
+    from dezero_mini.cli.leaks import compile_with_loop_marks
 
     _, lines = compile_with_loop_marks(textwrap.dedent("""
         squares = [i * i for i in range(3)]
@@ -718,7 +718,7 @@ def test_leaks_shows_the_scripts_own_traceback(capsys, tmp_path, body, message, 
     assert code == status
     assert message in err
     assert "train.py" in err
-    assert "cli_leaks.py" not in err  # the script's traceback, not ours
+    assert "leaks.py" not in err  # the script's traceback, not ours
 
 
 @pytest.mark.parametrize("argv, message", [
