@@ -59,13 +59,13 @@ def run_start(args):
     stage = get_stage(args.stage)
     folder = args.dir
     target = folder / stage.file_name
+    exists = f"{target} exists already; not overwriting it. Move it away or give another folder."
+    if target.exists():  # (said first: start never overwrites, writable or not)
+        print(f"dezero_mini start: error: {exists}", file=sys.stderr)
+        return 2
     problem = atomic.output_target_problem(target, (".py",))
     if problem is not None:
         print(f"dezero_mini start: error: DIR {str(folder)!r}: {problem}", file=sys.stderr)
-        return 2
-    exists = f"{target} exists already; not overwriting it. Move it away or give another folder."
-    if target.exists():
-        print(f"dezero_mini start: error: {exists}", file=sys.stderr)
         return 2
     try:
         source = stage_path(max(stage.builds_on, 1))
