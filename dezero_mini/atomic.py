@@ -9,6 +9,10 @@ raises anything, KeyboardInterrupt and the exception that the command line
 turns SIGTERM into included, the temporary file is removed and ``path`` is
 left exactly as it was.
 
+Before a long run, :func:`output_target_problem` says whether a file can be
+written at a path at all, so that a command refuses a bad target when it
+reads its arguments instead of failing after the work.
+
 What it cannot protect against is SIGKILL or a power cut between the write
 and the rename: then a ``.NAME.*.tmp`` file may stay behind next to the
 target, which is still intact.
@@ -23,6 +27,7 @@ import errno
 import os
 import secrets
 import signal
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -35,6 +40,49 @@ TEMPORARY_SUFFIX = ".tmp"
 def temporary_prefix(path):
     """How the temporary files of a write to ``path`` begin (``.w.npz.``)."""
     return f".{Path(path).name}."
+
+
+def output_target_problem(path, suffixes=()):
+    """Why no file can be written at ``path``, as a sentence that names the
+    path and the fix; None when one can. With ``suffixes`` (``".npz"``, ...)
+    the name must end in one of them.
+
+    The families of bad targets: no name before the suffix, another suffix,
+    a folder, a folder that does not exist or is a file, a file that exists
+    and may not be written, a folder that the user may not write to or that
+    takes no new file (a read-only file system, ``/proc``: a file is made
+    there and removed, as :func:`atomic_write` will need to).
+    """
+    given = os.fspath(path)
+    path = Path(given)
+    if suffixes and path.name.lower() in suffixes:  # ".npz" alone: a hidden file, no extension
+        return f"the file needs a name before {path.name}, like {'out' + path.name!r}"
+    if suffixes and path.suffix.lower() not in suffixes:
+        return f"the file name must end in {' or '.join(suffixes)}, got {given!r}"
+    if path.is_dir():
+        suffix = path.suffix.lower() or (suffixes[0] if suffixes else "")
+        example = f", like {str(path / ('out' + suffix))!r}" if suffix else ""
+        return f"{given!r} is a folder; give a file name inside it{example}"
+    folder = path.parent
+    if not folder.is_dir():
+        if folder.exists():
+            return f"the folder {str(folder)!r} is a file, not a folder; choose another place"
+        return f"the folder {str(folder)!r} does not exist; create it or choose another place"
+    if path.exists() and not os.access(path, os.W_OK):
+        return (f"{given!r} exists and is not writable by you; make it writable or choose "
+                "another name")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return (f"the folder {str(folder)!r} is not writable by you; choose a folder you can "
+                "write to")
+    try:  # the write renames a new file of the same folder: make one
+        probe, name = tempfile.mkstemp(dir=folder, prefix=temporary_prefix(path),
+                                       suffix=".probe")
+        os.close(probe)
+        os.unlink(name)
+    except OSError as error:
+        return (f"the folder {str(folder)!r} does not accept new files ({error.strerror}); "
+                "choose a folder you can write to")
+    return None
 
 
 @contextlib.contextmanager

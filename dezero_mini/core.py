@@ -33,7 +33,6 @@ import contextlib
 import functools
 import heapq
 import itertools
-import os
 import re
 import sys
 import threading
@@ -41,8 +40,12 @@ import weakref
 
 import numpy as np
 
-from dezero_mini import utils  # array helpers only: it needs nothing from this module
-from dezero_mini.leak_warning import setting_from_environment  # imports nothing of ours
+from dezero_mini import arrays, environment  # neither imports anything of dezero_mini
+
+# The one circle of the framework, inherited from DeZero: ``functions`` is made
+# of this module's Function and Variable, and Variable's operators and methods
+# (``@``, ``x[i]``, ``reshape``, ``sum``, ...) are functions of ``functions``.
+# So core imports it lazily, inside those methods, where both are loaded.
 
 
 # --- Configuration ----------------------------------------------------------------
@@ -56,11 +59,11 @@ class _Config(threading.local):
 
     enable_backprop = True  # build the graph that backward needs
     train = True  # layers such as dropout behave differently at test time
-    warn_leaks = setting_from_environment()  # N: warn when the graph grows N updates in a row
+    warn_leaks = environment.warn_leaks_setting()  # N: warn when the graph grows N updates in a row
     # Run every backward on a stand-in that notes what it reads, and raise when
     # a Function holds an input or a saved value that its backward never read
     # (stage 08 of the course; PaddlePaddle's unused-input check).
-    check_saved = os.environ.get("DEZERO_MINI_CHECK_SAVED") == "1"
+    check_saved = environment.check_saved_setting()
 
 
 Config = _Config()
@@ -971,6 +974,16 @@ def _backward_checked(f, gys):
     return gxs
 
 
+def _apply(function, *xs):
+    """``function`` applied in the kind of ``xs``: its ``forward`` alone on
+    arrays (there is no graph to build), the whole Function on Variables.
+    For backward formulas, which run on both kinds (see Function)."""
+    if isinstance(xs[0], Variable):
+        return function(*xs)
+    function.next_functions = None  # no graph: nothing to link, everything to keep
+    return function.forward(*xs)
+
+
 # --- Arithmetic, with broadcasting ------------------------------------------------------
 def _sum_to(gx, shape):
     """Bring a gradient (an array or a Variable) back to the shape of a
@@ -981,7 +994,7 @@ def _sum_to(gx, shape):
         from dezero_mini import functions
 
         return functions.sum_to(gx, shape)
-    return utils.sum_to(gx, shape)
+    return arrays.sum_to(gx, shape)
 
 
 # A binary Function keeps, for each input that needs a gradient, only what

@@ -26,7 +26,7 @@ import math
 
 import numpy as np
 
-from dezero_mini import utils
+from dezero_mini import arrays, functions_conv
 from dezero_mini.core import (  # noqa: F401 (re-exported)
     Cast,
     Config,
@@ -35,6 +35,7 @@ from dezero_mini.core import (  # noqa: F401 (re-exported)
     Power,
     Variable,
     _BOTH,
+    _apply,
     _sum_to,
     add,
     as_array,
@@ -47,6 +48,16 @@ from dezero_mini.core import (  # noqa: F401 (re-exported)
     rpow,
     rsub,
     sub,
+)
+# Convolution and pooling live in their own module (as in DeZero) and are
+# part of F: ``F.conv2d``, ``F.pooling``, ...
+from dezero_mini.functions_conv import (  # noqa: F401 (re-exported)
+    average_pooling,
+    col2im,
+    conv2d,
+    deconv2d,
+    im2col,
+    pooling,
 )
 
 
@@ -65,16 +76,8 @@ def _const(value, like):
 # A backward formula runs on arrays in an ordinary backward pass and on
 # Variables when the pass builds a graph (see Function). Operators and the
 # methods ``sum``, ``reshape``, ``transpose`` and ``T`` work on both kinds; a
-# formula that needs another function calls one of the helpers below.
-def _apply(function, *xs):
-    """``function`` applied in the kind of ``xs``: its ``forward`` alone on
-    arrays (there is no graph to build), the whole Function on Variables."""
-    if isinstance(xs[0], Variable):
-        return function(*xs)
-    function.next_functions = None  # no graph: nothing to link, everything to keep
-    return function.forward(*xs)
-
-
+# formula that needs another function calls core's ``_apply`` or one of the
+# helpers below.
 def _sin(x):
     return sin(x) if isinstance(x, Variable) else np.sin(x)
 
@@ -291,7 +294,7 @@ class Softmax(Function):
         self.axis = axis
 
     def forward(self, x):
-        self.axis = utils.normalize_axes(self.axis, x.ndim)
+        self.axis = arrays.normalize_axes(self.axis, x.ndim)
         if x.size == 0:
             self.y = np.exp(x)
             return self.y  # nothing to normalise (and max() of nothing is an error)
@@ -317,8 +320,8 @@ class LogSoftmax(Function):
         self.axis = axis
 
     def forward(self, x):
-        self.axis = utils.normalize_axes(self.axis, x.ndim)
-        self.y = x - utils.logsumexp(x, self.axis)
+        self.axis = arrays.normalize_axes(self.axis, x.ndim)
+        self.y = x - arrays.logsumexp(x, self.axis)
         return self.y
 
     def backward(self, gy):
@@ -446,7 +449,7 @@ class SumTo(Function):
 
     def forward(self, x):
         self.x_shape = x.shape
-        return utils.sum_to(x, self.shape)
+        return arrays.sum_to(x, self.shape)
 
     def backward(self, gy):
         return _broadcast_to(gy, self.x_shape)
@@ -467,7 +470,7 @@ class Concat(Function):
             raise ValueError("needs at least one array")
         if xs[0].ndim == 0:
             raise ValueError("0-d arrays cannot be concatenated (stack() makes a new axis)")
-        (self.axis,) = utils.normalize_axes(self.axis, xs[0].ndim)
+        (self.axis,) = arrays.normalize_axes(self.axis, xs[0].ndim)
         y = np.concatenate(xs, axis=self.axis)
         self.ends = np.cumsum([x.shape[self.axis] for x in xs]).tolist()
         return y
@@ -488,7 +491,7 @@ class Stack(Concat):
     def forward(self, *xs):
         if not xs:
             raise ValueError("needs at least one array")
-        (self.axis,) = utils.normalize_axes(self.axis, xs[0].ndim + 1)
+        (self.axis,) = arrays.normalize_axes(self.axis, xs[0].ndim + 1)
         self.count = len(xs)
         return np.stack(xs, axis=self.axis)
 
@@ -532,7 +535,7 @@ def expand_dims(x, axis):
     x = as_variable(x)
     shape = list(x.shape)
     if not isinstance(axis, (int, np.integer)) or not -len(shape) - 1 <= axis <= len(shape):
-        raise utils._AxisError(f"expand_dims: axis {axis!r} is out of range for an array of shape "
+        raise arrays._AxisError(f"expand_dims: axis {axis!r} is out of range for an array of shape "
                                f"{x.shape} (allowed: {-len(shape) - 1} to {len(shape)})")
     shape.insert(axis if axis >= 0 else len(shape) + axis + 1, 1)
     return reshape(x, tuple(shape))
@@ -571,11 +574,11 @@ class Sum(Function):
 
     def forward(self, x):
         self.x_shape = x.shape
-        self.axis = utils.normalize_axes(self.axis, x.ndim)
+        self.axis = arrays.normalize_axes(self.axis, x.ndim)
         return x.sum(axis=self.axis, keepdims=self.keepdims)
 
     def backward(self, gy):
-        gy = utils.reshape_sum_backward(gy, self.x_shape, self.axis, self.keepdims)
+        gy = arrays.reshape_sum_backward(gy, self.x_shape, self.axis, self.keepdims)
         return _broadcast_to(gy, self.x_shape)
 
 
@@ -595,7 +598,7 @@ class Max(Function):
         self.axis, self.keepdims = axis, keepdims
 
     def forward(self, x):
-        self.axis = utils.normalize_axes(self.axis, x.ndim)
+        self.axis = arrays.normalize_axes(self.axis, x.ndim)
         extreme = self._reduce(x, axis=self.axis, keepdims=True)
         self.mask = x == extreme
         if extreme.dtype.kind in "fc" and np.isnan(extreme).any():  # NaN == NaN is False
@@ -604,7 +607,7 @@ class Max(Function):
 
     def backward(self, gy):
         mask = self.mask
-        gy = utils.reshape_sum_backward(gy, mask.shape, self.axis, self.keepdims)
+        gy = arrays.reshape_sum_backward(gy, mask.shape, self.axis, self.keepdims)
         return _broadcast_to(gy, mask.shape) * mask
 
 
@@ -629,9 +632,9 @@ def average(x, axis=None, keepdims=False):
     """The mean over ``axis`` (all axes by default); nan over no element."""
     x = as_variable(x)
     y = sum(x, axis, keepdims)
-    axes = utils.normalize_axes(axis, x.ndim)
+    axes = arrays.normalize_axes(axis, x.ndim)
     count = x.size if axes is None else int(np.prod([x.shape[a] for a in axes]))
-    return y * _const(utils.inverse_count(count), y)
+    return y * _const(arrays.inverse_count(count), y)
 
 
 mean = average
@@ -756,12 +759,12 @@ class MeanSquaredError(Function):
         _check_paired_shapes(x0.shape, x1.shape)
         self.x0, self.x1 = x0, x1
         diff = x0 - x1
-        return np.asarray((diff**2).sum() * utils.inverse_count(diff.size))
+        return np.asarray((diff**2).sum() * arrays.inverse_count(diff.size))
 
     def backward(self, gy):
         x0, x1 = self.x0, self.x1
         diff = x0 - x1
-        gx0 = gy * diff * _const(2.0 * utils.inverse_count(diff.size), diff)
+        gx0 = gy * diff * _const(2.0 * arrays.inverse_count(diff.size), diff)
         return _sum_to(gx0, x0.shape), _sum_to(-gx0, x1.shape)
 
 
@@ -811,9 +814,9 @@ class SoftmaxCrossEntropy(Function):
         _check_labels("SoftmaxCrossEntropy", x, t)
         self.x, self.t = x, t
         n = x.shape[0]
-        log_z = utils.logsumexp(x, axis=1)  # (N, 1)
+        log_z = arrays.logsumexp(x, axis=1)  # (N, 1)
         picked = x[np.arange(n), t.ravel()] - log_z.ravel()
-        return np.array(-picked.sum() * utils.inverse_count(n), dtype=x.dtype)
+        return np.array(-picked.sum() * arrays.inverse_count(n), dtype=x.dtype)
 
     def backward(self, gy):
         x = self.x
@@ -821,7 +824,7 @@ class SoftmaxCrossEntropy(Function):
         one_hot = np.zeros(x.shape, dtype=x.dtype)
         one_hot[np.arange(n), self.t.ravel()] = 1
         # The labels get no gradient.
-        return (_apply(Softmax(axis=1), x) - one_hot) * (gy * _const(utils.inverse_count(n), x))
+        return (_apply(Softmax(axis=1), x) - one_hot) * (gy * _const(arrays.inverse_count(n), x))
 
 
 def softmax_cross_entropy(x, t):
@@ -1088,15 +1091,26 @@ def batch_norm(x, gamma, beta, mean, var, decay=0.9, eps=2e-5):
 batch_nrom = batch_norm  # DeZero's own spelling, which its BatchNorm layer calls
 
 
-# Convolution and pooling live in their own module (as in DeZero) and are
-# part of F: ``F.conv2d``, ``F.pooling``, ...
-from dezero_mini.functions_conv import (  # noqa: E402, F401  (after everything it uses)
-    average_pooling,
-    col2im,
-    conv2d,
-    conv2d_simple,
-    deconv2d,
-    im2col,
-    pooling,
-    pooling_simple,
-)
+# --- The book's first convolution and pooling -------------------------------------------
+def conv2d_simple(x, W, b=None, stride=1, pad=0):
+    """``conv2d`` as the book first writes it: im2col, then ``linear``, then
+    a reshape; the column array is a node of the graph, alive until backward."""
+    x, W = as_variable(x), as_variable(W)
+    n, oc = x.shape[0], W.shape[0]
+    kernel = W.shape[2:]
+    _, _, _, (oh, ow) = functions_conv.window_geometry(x.shape, kernel, stride, pad)
+    col = im2col(x, kernel, stride, pad, to_matrix=True)  # (N*OH*OW, C*KH*KW)
+    t = linear(col, W.reshape(oc, -1).transpose(), b)
+    return t.reshape(n, oh, ow, oc).transpose(0, 3, 1, 2)
+
+
+def pooling_simple(x, kernel_size, stride=1, pad=0):
+    """Max pooling as the book first writes it: im2col, a max over each row,
+    a reshape; the column array is a node of the graph, alive until backward."""
+    x = as_variable(x)
+    n, c = x.shape[:2]
+    kh, kw = arrays.pair(kernel_size)
+    _, _, _, (oh, ow) = functions_conv.window_geometry(x.shape, (kh, kw), stride, pad)
+    col = im2col(x, (kh, kw), stride, pad, to_matrix=True)  # (N*OH*OW, C*KH*KW)
+    y = max(col.reshape(-1, kh * kw), axis=1)
+    return y.reshape(n, oh, ow, c).transpose(0, 3, 1, 2)

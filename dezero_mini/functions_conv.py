@@ -1,7 +1,9 @@
 """Convolution and pooling for images of shape (N, C, H, W), DeZero's names:
-``conv2d``, ``deconv2d``, ``pooling``, ``average_pooling``, the book's
-compositions ``conv2d_simple`` and ``pooling_simple``, and ``im2col`` /
-``col2im`` (also available as ``F.conv2d`` and so on).
+``conv2d``, ``deconv2d``, ``pooling``, ``average_pooling``, and ``im2col`` /
+``col2im`` (also available as ``F.conv2d`` and so on). The book's
+compositions ``conv2d_simple`` and ``pooling_simple`` are built on ``im2col``
+with ``linear`` and ``max``, in ``dezero_mini.functions`` beside those (so
+that this module needs nothing of it, and F can hand these names on).
 
 All of them rest on one idea, im2col: every window that a kernel visits is
 copied out into its own column, so that a convolution becomes one matrix
@@ -20,13 +22,12 @@ Padding adds zeros, for pooling too (as in DeZero).
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from dezero_mini.core import Function, as_variable
-from dezero_mini.functions import _apply, linear
-from dezero_mini.utils import get_conv_outsize, get_deconv_outsize, pair
+from dezero_mini.arrays import get_conv_outsize, get_deconv_outsize, pair
+from dezero_mini.core import Function, _apply
 
 
 # --- Windows as columns: arrays ----------------------------------------------------
-def _geometry(shape, kernel_size, stride, pad):
+def window_geometry(shape, kernel_size, stride, pad):
     """``(KH, KW), (SH, SW), (PH, PW), (OH, OW)`` of a kernel on an image of ``shape``."""
     kernel, stride, pad = pair(kernel_size), pair(stride), pair(pad)
     out = tuple(get_conv_outsize(shape[2 + a], kernel[a], stride[a], pad[a]) for a in (0, 1))
@@ -40,7 +41,7 @@ def im2col_array(img, kernel_size, stride, pad, to_matrix=True):
     """The windows of ``img`` (N, C, H, W) as columns: an array of shape
     (N, C, KH, KW, OH, OW), or, with ``to_matrix``, (N*OH*OW, C*KH*KW) with
     one row per window."""
-    (kh, kw), (sh, sw), (ph, pw), (oh, ow) = _geometry(img.shape, kernel_size, stride, pad)
+    (kh, kw), (sh, sw), (ph, pw), (oh, ow) = window_geometry(img.shape, kernel_size, stride, pad)
     padded = np.pad(img, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
     windows = sliding_window_view(padded, (kh, kw), axis=(2, 3))  # a view: nothing copied yet
     windows = windows[:, :, : sh * (oh - 1) + 1 : sh, : sw * (ow - 1) + 1 : sw]  # (N, C, OH, OW, KH, KW)
@@ -54,7 +55,7 @@ def col2im_array(col, img_shape, kernel_size, stride, pad, to_matrix=True):
     added back to the pixel it was copied from (a pixel in several windows
     gets the sum). Returns an array of ``img_shape`` (N, C, H, W)."""
     n, c, h, w = img_shape
-    (kh, kw), (sh, sw), (ph, pw), (oh, ow) = _geometry(img_shape, kernel_size, stride, pad)
+    (kh, kw), (sh, sw), (ph, pw), (oh, ow) = window_geometry(img_shape, kernel_size, stride, pad)
     if to_matrix:
         col = col.reshape(n, oh, ow, c, kh, kw).transpose(0, 3, 4, 5, 1, 2)
     img = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=col.dtype)
@@ -212,18 +213,6 @@ def deconv2d(x, W, b=None, stride=1, pad=0, outsize=None):
     return f(x, W) if b is None else f(x, W, b)
 
 
-def conv2d_simple(x, W, b=None, stride=1, pad=0):
-    """``conv2d`` as the book first writes it: im2col, then ``linear``, then
-    a reshape; the column array is a node of the graph, alive until backward."""
-    x, W = as_variable(x), as_variable(W)
-    n, oc = x.shape[0], W.shape[0]
-    kernel = W.shape[2:]
-    _, _, _, (oh, ow) = _geometry(x.shape, kernel, stride, pad)
-    col = im2col(x, kernel, stride, pad, to_matrix=True)  # (N*OH*OW, C*KH*KW)
-    t = linear(col, W.reshape(oc, -1).transpose(), b)
-    return t.reshape(n, oh, ow, oc).transpose(0, 3, 1, 2)
-
-
 # --- Pooling ---------------------------------------------------------------------------
 class Pooling(Function):
     """Max pooling: the largest value of each window. Keeps, for backward, only
@@ -340,17 +329,3 @@ def pooling(x, kernel_size, stride=1, pad=0):
 def average_pooling(x, kernel_size, stride=1, pad=0):
     """Average pooling of x (N, C, H, W) over windows of ``kernel_size``."""
     return AveragePooling(kernel_size, stride, pad)(x)
-
-
-def pooling_simple(x, kernel_size, stride=1, pad=0):
-    """Max pooling as the book first writes it: im2col, a max over each row,
-    a reshape; the column array is a node of the graph, alive until backward."""
-    from dezero_mini.functions import max as max_
-
-    x = as_variable(x)
-    n, c = x.shape[:2]
-    kh, kw = pair(kernel_size)
-    _, _, _, (oh, ow) = _geometry(x.shape, (kh, kw), stride, pad)
-    col = im2col(x, (kh, kw), stride, pad, to_matrix=True)  # (N*OH*OW, C*KH*KW)
-    y = max_(col.reshape(-1, kh * kw), axis=1)
-    return y.reshape(n, oh, ow, c).transpose(0, 3, 1, 2)

@@ -12,31 +12,17 @@ imported, nothing is watched. On, every Variable and Function made from the
 first update on is known from birth (about a microsecond each, see
 ``dezero_mini.memory.tracking``), until the warning has been given.
 
-This module imports nothing of dezero_mini when it is loaded: ``core`` reads
-the environment variable through it.
+The environment variable is read with the other defaults of ``Config``, in
+:mod:`dezero_mini.environment`.
 """
-import os
 import sys
 import warnings
 
-ENVIRONMENT_VARIABLE = "DEZERO_MINI_WARN_LEAKS"
+from dezero_mini import core
 
 
 class GraphLeakWarning(UserWarning):
     """The training loop keeps the graphs of past batches alive."""
-
-
-def setting_from_environment(environ=None):
-    """``Config.warn_leaks``'s default: the whole number in
-    ``$DEZERO_MINI_WARN_LEAKS``, 0 (off) when it is unset or empty."""
-    text = (os.environ if environ is None else environ).get(ENVIRONMENT_VARIABLE, "").strip()
-    if not text:
-        return 0
-    if not text.isdecimal():
-        raise ValueError(
-            f"{ENVIRONMENT_VARIABLE}={text!r}: the leak warning takes a whole number of optimizer "
-            f"updates (0 or empty: off), for example {ENVIRONMENT_VARIABLE}=5")
-    return int(text)
 
 
 _watch = None
@@ -60,7 +46,6 @@ def reset():
 
 class _Watch:
     def __init__(self):
-        from dezero_mini import core
         from dezero_mini.memory.tracking import Tracker
 
         self.tracker = Tracker(mark_on_backward=False).start([core.Variable, core.Function])

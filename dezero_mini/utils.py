@@ -1,86 +1,30 @@
-"""Array helpers for backward passes, numerical gradient checking, and
-drawing the computational graph (get_dot_graph, plot_dot_graph)."""
+"""DeZero's ``utils``: numerical gradient checking, drawing the computational
+graph (get_dot_graph, plot_dot_graph), comparing arrays, and the array
+helpers of backward passes and convolutions under DeZero's names (they live
+in ``dezero_mini.arrays``, below ``core``, which needs them)."""
 import shutil
 import subprocess
 
 import numpy as np
 
-
-_AxisError = getattr(np, "exceptions", np).AxisError  # np.exceptions from numpy 1.25 on
-
-
-def normalize_axes(axis, ndim):
-    """``axis`` (None, an integer of Python or NumPy, or a sequence of them,
-    negative counting from the end) as None or a tuple of distinct axes in
-    ``[0, ndim)``: the one form that every reduction stores. A 0-d array
-    accepts 0 and -1 and reduces over nothing (``()``), as in NumPy and
-    PyTorch."""
-    if axis is None:
-        return None
-    try:
-        axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    except TypeError:
-        raise TypeError(f"axis must be an integer or a tuple of integers, got {axis!r}") from None
-    bound = ndim if ndim else 1
-    result = []
-    for a in axes:
-        if isinstance(a, (bool, np.bool_)) or not isinstance(a, (int, np.integer)):
-            raise TypeError(f"axis must be an integer or a tuple of integers, got {axis!r}")
-        if not -bound <= a < bound:
-            raise _AxisError(f"axis {int(a)} is out of range for an array of {ndim} dimensions "
-                             f"(allowed: {-bound} to {bound - 1})")
-        a = int(a) % bound
-        if a in result:
-            raise ValueError(f"axis {axis!r} names axis {a} twice")
-        result.append(a)
-    return tuple(result) if ndim else ()
-
-
-def sum_to(x, shape):
-    """Sum the array ``x`` over the axes that broadcasting added to reach
-    ``x.shape`` from ``shape`` (the gradient of a broadcast).
-
-    ``shape`` must be one that broadcasts to ``x.shape`` (each of its axes 1
-    or the same as ``x``'s); anything else is a ValueError. (DeZero returns
-    an array of some other shape instead, which fails later, far from here.)"""
-    lead = x.ndim - len(shape)
-    if lead < 0 or any(n != 1 and n != m for n, m in zip(shape, x.shape[lead:])):
-        raise ValueError(f"sum_to: cannot sum an array of shape {x.shape} to shape {tuple(shape)}: "
-                         "that shape does not broadcast to it (each axis must be 1 or equal)")
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, n in enumerate(shape) if n == 1 and x.shape[lead + i] != 1
-    )
-    y = x.sum(axis=axes, keepdims=True)
-    return y.reshape(shape) if lead else y
-
-
-def reshape_sum_backward(gy, x_shape, axis, keepdims):
-    """Give the gradient of ``sum(x, axis)`` back the axes that the sum removed,
-    so that it broadcasts against ``x_shape``."""
-    ndim = len(x_shape)
-    axes = normalize_axes(axis, ndim)
-    if axes is None:
-        axes = tuple(range(ndim))
-    if ndim == 0 or keepdims:
-        return gy
-    shape = list(gy.shape)
-    for a in sorted(axes):
-        shape.insert(a, 1)
-    return gy.reshape(tuple(shape))
-
-
-def inverse_count(n):
-    """``1 / n`` for a mean over ``n`` elements, and nan for ``n == 0``: the
-    mean of nothing is nan, as in NumPy and PyTorch (without the division by
-    zero)."""
-    return 1.0 / n if n else float("nan")
+from dezero_mini.arrays import (  # noqa: F401 (DeZero's names in utils)
+    get_conv_outsize,
+    get_deconv_outsize,
+    inverse_count,
+    logsumexp,
+    max_backward_shape,
+    normalize_axes,
+    pair,
+    reshape_sum_backward,
+    sum_to,
+)
+from dezero_mini.core import Variable, as_variable
+from dezero_mini.cuda import as_numpy
 
 
 def numerical_grad(f, x, *args, eps=1e-4, **kwargs):
     """Central-difference gradient of ``sum(f(x, ...))`` with respect to the
     Variable or array ``x`` (the reference a backward pass is checked against)."""
-    from dezero_mini.core import Variable, as_variable
-
     data = x.data if isinstance(x, Variable) else x
     data = data.astype(np.float64)
     grad = np.zeros_like(data)
@@ -98,8 +42,6 @@ def numerical_grad(f, x, *args, eps=1e-4, **kwargs):
 def gradient_check(f, x, *args, rtol=1e-4, atol=1e-5, **kwargs):
     """True when backward's gradient of ``sum(f(x, ...))`` matches the
     numerical one; prints where they differ otherwise."""
-    from dezero_mini.core import as_variable
-
     x = as_variable(x)
     x.data = x.data.astype(np.float64)
     x.cleargrad()
@@ -112,25 +54,6 @@ def gradient_check(f, x, *args, rtol=1e-4, atol=1e-5, **kwargs):
         worst = np.abs(analytic - numeric).max() if analytic.shape == numeric.shape else "n/a"
         print(f"gradient_check: shapes {analytic.shape} vs {numeric.shape}, max |diff| {worst}")
     return bool(ok)
-
-
-def logsumexp(x, axis=1):
-    """``log(sum(exp(x), axis))`` of an array, with the summed axis kept (size 1),
-    computed without overflow: the maximum is taken out before ``exp``."""
-    x = np.asarray(x)
-    if not np.issubdtype(x.dtype, np.floating):
-        x = x.astype(np.float64)
-    if x.size == 0:  # log(0) = -inf over an empty axis, as in PyTorch
-        with np.errstate(divide="ignore"):
-            return np.log(np.exp(x).sum(axis=axis, keepdims=True))
-    m = np.asarray(x.max(axis=axis, keepdims=True))
-    m[~np.isfinite(m)] = 0  # rows of -inf (or inf) stay -inf (inf), not nan
-    e = np.asarray(x - m)  # (asarray: 0-d arithmetic gives a numpy scalar, which has no out=)
-    np.exp(e, out=e)
-    s = np.asarray(e.sum(axis=axis, keepdims=True))
-    np.log(s, out=s)
-    s += m
-    return s
 
 
 # --- Drawing the computational graph --------------------------------------------------
@@ -245,49 +168,14 @@ def plot_dot_graph(output, verbose=True, to_file="graph.png"):
 # --- The rest of DeZero's helpers ------------------------------------------------------
 def array_equal(a, b):
     """True when the arrays (or Variables) ``a`` and ``b`` have the same shape and elements."""
-    from dezero_mini.cuda import as_numpy
-
     return bool(np.array_equal(as_numpy(a), as_numpy(b)))
 
 
 def array_allclose(a, b, rtol=1e-4, atol=1e-5):
     """True when ``a`` and ``b`` (arrays or Variables) have the same shape and
     elements within ``atol + rtol * |b|`` of each other."""
-    from dezero_mini.cuda import as_numpy
-
     a, b = as_numpy(a), as_numpy(b)
     return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=atol))
-
-
-def max_backward_shape(x, axis):
-    """The shape of ``max(x, axis)`` with the reduced axes kept as size 1 (the
-    shape in which its gradient broadcasts back onto ``x``)."""
-    if axis is None:
-        axes = range(x.ndim)
-    elif isinstance(axis, int):
-        axes = (axis % x.ndim,)
-    else:
-        axes = tuple(a % x.ndim for a in axis)
-    return [1 if i in axes else n for i, n in enumerate(x.shape)]
-
-
-def pair(x):
-    """``(x, x)`` for an int, ``x`` itself for a pair (a kernel size, a stride)."""
-    if isinstance(x, (int, np.integer)):
-        return (int(x), int(x))
-    if isinstance(x, tuple) and len(x) == 2:
-        return x
-    raise ValueError(f"pair: expected an int or a tuple of two ints, got {x!r}")
-
-
-def get_conv_outsize(input_size, kernel_size, stride, pad):
-    """The output size of a convolution or pooling along one axis."""
-    return (input_size + pad * 2 - kernel_size) // stride + 1
-
-
-def get_deconv_outsize(size, k, s, p):
-    """The output size of a transposed convolution along one axis."""
-    return s * (size - 1) + k - 2 * p
 
 
 def get_file(url, file_name=None):

@@ -106,7 +106,7 @@ globals().update({k: v for k, v in vars(load_stage(3)).items() if not k.startswi
 def reference_under_a_header(folder):
     """What ``start 4`` writes: the stage-03 reference, a header on top; and
     its docstrings reworded."""
-    from dezero_mini.cli_check import start_header
+    from dezero_mini.cli.start import start_header
     from dezero_mini.contracts import get_stage
 
     text = step_text(3).replace('"""', '"""Mine: ', 1)

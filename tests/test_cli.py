@@ -16,7 +16,7 @@ import pytest
 
 import dezero_mini
 from dezero_mini import cli, datasets
-from dezero_mini.cli_train import TASKS, load_datasets, train
+from dezero_mini.cli.train import TASKS, load_datasets, train
 from dezero_mini.datasets import MNIST, write_idx
 from dezero_mini.memory import count_live_objects
 from dezero_mini.models import MLP
@@ -347,7 +347,7 @@ def test_memory_prints_progress_while_it_records(capsys, tmp_path):
 
 
 def test_memory_progress_redraws_one_line_on_a_terminal():
-    from dezero_mini.cli_memory import batch_progress
+    from dezero_mini.cli.memory import batch_progress
 
     stream = io.StringIO()
     line = ProgressLine(stream, interactive=True, min_interval=0)

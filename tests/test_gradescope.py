@@ -130,8 +130,8 @@ def test_check_writes_the_same_results_atomically(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("target, message", [
-    ("{dir}", "is a folder; give a file name in it"),
-    ("{dir}/missing/results.json", "does not exist; create it first"),
+    ("{dir}", "is a folder; give a file name inside it"),
+    ("{dir}/missing/results.json", "does not exist; create it or choose another place"),
 ])
 def test_check_refuses_a_gradescope_path_it_cannot_write(target, message, tmp_path, capsys):
     path = tmp_path / FILE_NAME

@@ -263,9 +263,9 @@ def test_grade_prints_a_line_per_student_as_it_goes(graded):
 
 @pytest.mark.parametrize("extra, message", [
     (["--jobs", "0"], "argument --jobs: must be a whole number of at least 1, got '0'"),
-    (["--csv", "{dir}"], "is a folder; give a file name in it"),
-    (["--csv", "{dir}/no/such/folder/grades.csv"], "does not exist; create it first"),
-    (["--csv", "{dir}/a_file/grades.csv"], "does not exist; create it first"),
+    (["--csv", "{dir}"], "is a folder; give a file name inside it"),
+    (["--csv", "{dir}/no/such/folder/grades.csv"], "does not exist; create it or choose another"),
+    (["--csv", "{dir}/a_file/grades.csv"], "a_file' is a file, not a folder; choose another place"),
     (["--weights", "{dir}/zero.toml"], "are worth 0 points in all"),
     (["--contract", "nope"], "stage 03 has no contract 'nope'"),
     (["{dir}/nobody"], "no such file or folder"),
@@ -290,13 +290,13 @@ def test_grade_refuses_bad_arguments_before_grading(extra, message, tmp_path, ca
 def test_an_unwritable_csv_folder_is_refused_before_grading(tmp_path, capsys):
     alice = write(tmp_path / "alice", FILE_NAME, submissions.broken()).parent
     if os.geteuid() == 0:  # root writes anywhere on disk, but not into /proc
-        folder = "/proc"
+        folder, why = "/proc", "does not accept new files"
     else:
-        folder = tmp_path / "locked"
+        folder, why = tmp_path / "locked", "is not writable by you"
         folder.mkdir(mode=0o500)
     code, err = cli_exit(["grade", str(STAGE), str(alice), "--csv", f"{folder}/grades.csv"],
                          capsys)
-    assert code == 2 and "does not accept new files" in err and "[1/" not in err, err
+    assert code == 2 and why in err and "[1/" not in err, err
 
 
 def test_write_atomically_keeps_the_old_file_when_the_write_fails(tmp_path, monkeypatch):

@@ -13,7 +13,10 @@ import sys
 
 import pytest
 
-from dezero_mini import cli, cli_guard, cli_memory, cli_train
+from dezero_mini import cli
+from dezero_mini.cli import guard
+from dezero_mini.cli import memory as memory_command
+from dezero_mini.cli import train as train_command
 
 GB = 10**9
 
@@ -37,15 +40,14 @@ def place(tmp_path, monkeypatch):
     for name in ("dir.npz", "dir.png", "dir.svg", "dir.csv", "dir.dot", "graph.svg"):
         (tmp_path / name).mkdir()
     (tmp_path / "file").write_text("a file, not a folder\n")
-    monkeypatch.setattr(cli_guard, "machine_memory", lambda: 8 * GB)
-    monkeypatch.setattr(cli_train, "machine_memory", lambda: 8 * GB)
-    monkeypatch.setattr(cli_memory, "machine_memory", lambda: 8 * GB)
+    monkeypatch.setattr(train_command, "machine_memory", lambda: 8 * GB)
+    monkeypatch.setattr(memory_command, "machine_memory", lambda: 8 * GB)
 
     def no_run(*args, **kwargs):  # a case that is not refused must not train for hours
         raise AssertionError("the command started its work instead of refusing the input")
 
-    monkeypatch.setattr(cli_train, "train", no_run)
-    monkeypatch.setattr(cli_memory, "record_training", no_run)
+    monkeypatch.setattr(train_command, "train", no_run)
+    monkeypatch.setattr(memory_command, "record_training", no_run)
     return tmp_path
 
 
@@ -73,6 +75,14 @@ BAD_TARGETS = [
     (["graph"], 2, ["--out graph.svg", "'graph.svg' is a folder"]),  # the default, checked too
     (["start", "3", "file"], 2, ["DIR 'file'", "is a file, not a folder"]),
     (["start", "3", "missing"], 2, ["DIR 'missing'", "does not exist"]),
+    # the grading commands' targets: the same check (any name; no suffix asked)
+    (["grade", "3", "x.py", "--csv", "dir.csv"], 2, ["--csv", "'dir.csv' is a folder"]),
+    (["grade", "3", "x.py", "--csv", "file/g.csv"], 2, ["--csv", "'file' is a file"]),
+    (["check", "3", "x.py", "--gradescope", "missing/r.json"], 2,
+     ["--gradescope", "'missing' does not exist"]),
+    # a folder that takes no new file, even for root (/proc)
+    *([([*TRAIN, "--save", "/proc/w.npz"], 2, ["--save", "'/proc'", "a folder you can write to"])]
+      if sys.platform == "linux" else []),
 ]
 
 BAD_NUMBERS = [
@@ -109,7 +119,7 @@ def test_a_folder_the_user_cannot_write_to_is_refused(capsys, place, monkeypatch
     locked = place / "locked"
     locked.mkdir()
     real_access = os.access
-    monkeypatch.setattr(cli_guard.os, "access",
+    monkeypatch.setattr(os, "access",
                         lambda path, mode: False if os.fspath(path) == "locked"
                         else real_access(path, mode))
     for argv, option in [([*TRAIN, "--save", "locked/w.npz"], "--save"),
@@ -122,6 +132,20 @@ def test_a_folder_the_user_cannot_write_to_is_refused(capsys, place, monkeypatch
     assert os.listdir(locked) == []
 
 
+def test_a_file_the_user_cannot_write_is_not_replaced(capsys, place, monkeypatch):
+    # (a write replaces the file by a rename, which its own permissions do not stop)
+    kept = place / "kept.npz"
+    kept.write_bytes(b"the user's weights")
+    real_access = os.access
+    monkeypatch.setattr(os, "access",
+                        lambda path, mode: False if os.fspath(path) == "kept.npz"
+                        else real_access(path, mode))
+    code, out, err = run(capsys, *TRAIN, "--save", "kept.npz")
+    assert code == 2 and "Traceback" not in err
+    assert "--save" in err and "'kept.npz' exists and is not writable by you" in err, err
+    assert kept.read_bytes() == b"the user's weights"
+
+
 def test_graph_dot_writes_nothing_so_its_default_file_is_not_checked(capsys, place):
     code, out, err = run(capsys, "graph", "--dot")  # graph.svg is a folder here
     assert code == 0, err
@@ -129,18 +153,18 @@ def test_graph_dot_writes_nothing_so_its_default_file_is_not_checked(capsys, pla
 
 
 def test_the_size_estimate_is_what_the_message_says():
-    task = cli_train.TASKS["spiral"]
+    task = train_command.TASKS["spiral"]
     # 2 -> 100000 -> 100000 -> 3: the weights and biases, 28 bytes each with adam
     weights = 2 * 100_000 + 100_000 + 100_000 * 100_000 + 100_000 + 100_000 * 3 + 3
     activations = 30 * (100_000 + 100_000 + 3) * 4 * 4
-    assert cli_train.training_bytes(task, (100_000, 100_000), "adam", 30, 300) == (
+    assert train_command.training_bytes(task, (100_000, 100_000), "adam", 30, 300) == (
         weights * 28 + activations)
-    message = cli_train.too_big_message(task, (100_000, 100_000), "adam", 30, 300, 8 * GB)
+    message = train_command.too_big_message(task, (100_000, 100_000), "adam", 30, 300, 8 * GB)
     fits = int(message.rsplit("at most ", 1)[1].split()[0].replace(",", ""))
     # the width said to fit does fit, and one more does not
-    assert cli_train.training_bytes(task, (fits, 100_000), "adam", 30, 300) <= 8 * GB
-    assert cli_train.training_bytes(task, (fits + 1, 100_000), "adam", 30, 300) > 8 * GB
-    assert cli_train.too_big_message(task, (30, 30), "adam", 30, 300, 8 * GB) is None
+    assert train_command.training_bytes(task, (fits, 100_000), "adam", 30, 300) <= 8 * GB
+    assert train_command.training_bytes(task, (fits + 1, 100_000), "adam", 30, 300) > 8 * GB
+    assert train_command.too_big_message(task, (30, 30), "adam", 30, 300, 8 * GB) is None
 
 
 # --- How a command ends --------------------------------------------------------------------
@@ -148,7 +172,7 @@ def test_a_memory_error_anywhere_is_one_line_and_exit_1(capsys, place, monkeypat
     def train(*args, **kwargs):
         raise MemoryError()
 
-    monkeypatch.setattr(cli_train, "train", train)
+    monkeypatch.setattr(train_command, "train", train)
     code, out, err = run(capsys, *TRAIN)
     assert code == 1
     assert "Traceback" not in err
@@ -160,7 +184,7 @@ def test_an_os_error_on_a_users_file_is_one_line(capsys, place, monkeypatch):
     def full_disk(*args, **kwargs):
         raise OSError(28, "No space left on device", "w.npz")
 
-    monkeypatch.setattr(cli_train, "train", full_disk)
+    monkeypatch.setattr(train_command, "train", full_disk)
     code, _, err = run(capsys, *TRAIN, "--save", "w.npz")
     assert code == 1 and "Traceback" not in err
     assert err.strip() == "dezero_mini train: error: No space left on device: w.npz"
@@ -177,5 +201,5 @@ def test_a_closed_stdout_ends_quietly_like_a_unix_tool(tmp_path):
     err = train.stderr.read().decode()
     code = train.wait(timeout=120)
     assert head.stdout.decode().startswith("training an MLP")
-    assert code == cli_guard.EXIT_SIGPIPE, err
+    assert code == guard.EXIT_SIGPIPE, err
     assert err == ""  # no BrokenPipeError, no "Exception ignored"

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from dezero_mini import atomic
-from dezero_mini.cli_guard import EXIT_SIGTERM
+from dezero_mini.cli.guard import EXIT_SIGTERM
 
 OLD = b"the old file, which must survive\n"
 

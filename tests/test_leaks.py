@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import dezero_mini
-from dezero_mini import cli, leak_warning
+from dezero_mini import cli, environment, leak_warning
 from dezero_mini.memory import find_leaks, load_stage
 from dezero_mini.memory.leaks import LeakReport
 from dezero_mini.memory.tracking import ACTIVE
@@ -668,7 +668,7 @@ def test_a_loop_that_makes_no_framework_object_is_not_compared(capsys, tmp_path)
 
 
 def test_only_loop_statements_are_marked_not_comprehensions():
-    from dezero_mini.cli_leaks import compile_with_loop_marks
+    from dezero_mini.cli.leaks import compile_with_loop_marks
 
     _, lines = compile_with_loop_marks(textwrap.dedent("""
         squares = [i * i for i in range(3)]
@@ -718,7 +718,7 @@ def test_leaks_shows_the_scripts_own_traceback(capsys, tmp_path, body, message, 
     assert code == status
     assert message in err
     assert "train.py" in err
-    assert "cli_leaks.py" not in err  # the script's traceback, not ours
+    assert "leaks.py" not in err  # the script's traceback, not ours
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -799,7 +799,7 @@ def test_the_warning_mode_is_silent_on_a_clean_loop(warn_leaks):
 
 
 def test_the_warning_mode_is_off_by_default_and_then_watches_nothing(warn_leaks):
-    assert leak_warning.setting_from_environment({}) == 0
+    assert environment.warn_leaks_setting({}) == 0
     dezero_mini.Config.warn_leaks = 0
     history = []
     with warnings.catch_warnings():
@@ -811,10 +811,10 @@ def test_the_warning_mode_is_off_by_default_and_then_watches_nothing(warn_leaks)
 
 
 def test_the_environment_variable_sets_the_default():
-    assert leak_warning.setting_from_environment({"DEZERO_MINI_WARN_LEAKS": " 4 "}) == 4
-    assert leak_warning.setting_from_environment({"DEZERO_MINI_WARN_LEAKS": ""}) == 0
+    assert environment.warn_leaks_setting({"DEZERO_MINI_WARN_LEAKS": " 4 "}) == 4
+    assert environment.warn_leaks_setting({"DEZERO_MINI_WARN_LEAKS": ""}) == 0
     with pytest.raises(ValueError, match="DEZERO_MINI_WARN_LEAKS='often'"):
-        leak_warning.setting_from_environment({"DEZERO_MINI_WARN_LEAKS": "often"})
+        environment.warn_leaks_setting({"DEZERO_MINI_WARN_LEAKS": "often"})
 
 
 def test_the_environment_variable_turns_the_warning_on_in_a_new_process(tmp_path):

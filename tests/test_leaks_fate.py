@@ -63,7 +63,7 @@ def test_the_exit_status_is_the_scripts_when_it_fails(capsys, tmp_path, leaking,
     for word in words:
         assert word in err
     if "raise" in ending:  # the script's traceback, not the command's
-        assert 'train.py", line' in err and "cli_leaks.py" not in err
+        assert 'train.py", line' in err and "leaks.py" not in err
     else:
         assert "Traceback" not in err
         assert VERDICT in out  # judged in every case where the script ran to its end

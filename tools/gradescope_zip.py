@@ -67,7 +67,7 @@ def make_zip(number, out, weights=None, repository=REPOSITORY):
 
 def main(argv=None):
     sys.path.insert(0, str(REPOSITORY))
-    from dezero_mini.cli_check import stage_number
+    from dezero_mini.arguments import stage_number
     from dezero_mini.contracts.scoring import Weights, WeightsError
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

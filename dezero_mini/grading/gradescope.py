@@ -16,9 +16,11 @@ import sys
 import time
 from pathlib import Path
 
+from dezero_mini.arguments import at_least_two, positive_float, stage_number
+from dezero_mini.atomic import output_target_problem
 from dezero_mini.contracts import get_stage
 from dezero_mini.contracts.scoring import Weights, WeightsError, display_points, select_contracts
-from dezero_mini.grading.files import OutputPathError, writable_path, write_atomically
+from dezero_mini.grading.files import OutputPathError, write_atomically
 
 #: The largest file taken as a submission: a stage file is a few hundred lines.
 MAX_SUBMISSION_BYTES = 1024 * 1024
@@ -156,7 +158,11 @@ def autograde(root, number, *, weights=None, timeout=None, batches=None):
     report.seconds = round(time.monotonic() - started, 2)
     results_folder = root / "results"
     results_folder.mkdir(parents=True, exist_ok=True)
-    write_results(report, writable_path(results_folder / "results.json", "results file"))
+    target = results_folder / "results.json"
+    problem = output_target_problem(target)
+    if problem is not None:
+        raise OutputPathError(f"cannot write the results file: {problem}")
+    write_results(report, target)
     return report
 
 
@@ -166,9 +172,6 @@ def main(argv=None):
     Exit 0 when ``results.json`` is written (whatever the score), 2 when it
     cannot be (bad arguments, a results folder that cannot be written).
     """
-    from dezero_mini.cli import positive_float
-    from dezero_mini.cli_check import batch_count, stage_number
-
     parser = argparse.ArgumentParser(
         prog="python -m dezero_mini.grading.gradescope",
         description="Grade a Gradescope submission against a stage of the course.")
@@ -177,7 +180,7 @@ def main(argv=None):
     parser.add_argument("--stage", type=stage_number, required=True, metavar="N")
     parser.add_argument("--weights", type=Path, metavar="FILE")
     parser.add_argument("--timeout", type=positive_float, metavar="SECONDS")
-    parser.add_argument("--batches", type=batch_count, metavar="N")
+    parser.add_argument("--batches", type=at_least_two, metavar="N")
     args = parser.parse_args(argv)
     try:
         weights = Weights.from_file(args.weights) if args.weights else None

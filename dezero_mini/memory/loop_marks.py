@@ -8,7 +8,7 @@ comprehensions are expressions, not loops of the training, and are left
 alone): ``__dezero_mini_leaks_round__(k)``, k naming the loop. Each call
 after a loop's first is the end of one of its iterations. The line numbers
 stay the script's own, so its tracebacks read as usual. Both the
-dezero_mini runner (:mod:`dezero_mini.cli_leaks`) and the PyTorch one
+dezero_mini runner (:mod:`dezero_mini.cli.leaks`) and the PyTorch one
 (:mod:`dezero_mini.memory.torch_leaks`) compile scripts this way, and run
 them as ``python SCRIPT`` would with :func:`script_as_main`.
 """

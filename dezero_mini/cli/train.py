@@ -7,6 +7,7 @@ it up, ``total_loss += loss``) would keep that batch's whole graph alive,
 and the live-object count of the progress line would grow instead of
 staying flat.
 """
+import argparse
 import sys
 import time
 import tracemalloc
@@ -21,7 +22,9 @@ import numpy.random  # noqa: F401
 import dezero_mini
 import dezero_mini.functions as F
 from dezero_mini import DataLoader, no_grad, optimizers, test_mode
-from dezero_mini.cli_guard import format_size, machine_memory
+from dezero_mini.arguments import output_file, positive_float, positive_int, seed_int
+from dezero_mini.cli.guard import format_size, machine_memory
+from dezero_mini.cli.options import command_parser
 from dezero_mini.datasets import MNIST, MNISTSample, SinCurve, Spiral
 from dezero_mini.memory import count_live_objects
 from dezero_mini.memory.probes import tracing
@@ -302,7 +305,64 @@ def _result_text(loss, accuracy):
     return text if accuracy is None else text + f", accuracy {accuracy:.1%}"
 
 
-# --- The command ---------------------------------------------------------------------
+# --- The command line -------------------------------------------------------------
+def layer_sizes(text):
+    """Hidden layer widths separated by commas: ``"10"`` or ``"30,30"``."""
+    parts = [part.strip() for part in text.split(",")]
+    if not all(part.isdecimal() and int(part) > 0 for part in parts):
+        raise argparse.ArgumentTypeError(
+            f"must be one or more widths above 0 separated by commas, like 10 or 30,30; "
+            f"got {text!r}")
+    return tuple(int(part) for part in parts)
+
+
+def _defaults_text(defaults, field=None):
+    """``default: 0.3 for sgd, 0.01 for adam``: a default that depends on a choice."""
+    values = {name: getattr(value, field) if field else value for name, value in defaults.items()}
+    return "default: " + ", ".join(f"{value} for {name}" for name, value in values.items())
+
+
+def add_parser(commands):
+    """Add ``train`` to the command line's ``commands``."""
+    parser = command_parser(commands, "train", "train a small network and watch its memory", (
+        "Train a multi-layer perceptron with dezero_mini and show, epoch by epoch,\n"
+        "the loss, the accuracy and the memory: how many Variables and Functions\n"
+        "are alive, and the bytes that Python and NumPy hold (tracemalloc).\n"
+        "Both stay flat: each batch's graph is freed once the batch is done.\n\n"
+        "examples:\n"
+        "  %(prog)s\n"
+        "  %(prog)s --dataset spiral --hidden 10 --activation sigmoid --optimizer sgd --epochs 300\n"
+        "  %(prog)s --dataset mnist --data-dir ~/mnist --save mnist.npz"))
+    parser.add_argument("--dataset", choices=list(TASKS), default="mnist-sample", help=(
+        "mnist-sample: 5,000 real MNIST digits (4,000 to train, 1,000 to test) shipped "
+        "with dezero_mini (read offline, checked by its SHA-256); "
+        "spiral: 300 points in 3 classes (made in code); sincurve: predict the next value "
+        "of a noisy sine wave (regression); mnist: the full MNIST, read from "
+        "--data-dir (never downloaded). Default: %(default)s."))
+    parser.add_argument("--data-dir", type=Path, metavar="DIR", help=(
+        "for --dataset mnist: the folder with train-images-idx3-ubyte.gz and "
+        "train-labels-idx1-ubyte.gz (and, to measure the test accuracy, the t10k- files); "
+        "the names without .gz work too"))
+    parser.add_argument("--epochs", type=positive_int, metavar="N", help=(
+        f"passes over the training set ({_defaults_text(TASKS, 'epochs')})"))
+    parser.add_argument("--batch-size", type=positive_int, metavar="N", help=(
+        f"samples per batch ({_defaults_text(TASKS, 'batch_size')})"))
+    parser.add_argument("--hidden", type=layer_sizes, default="30,30", metavar="SIZES", help=(
+        "widths of the hidden layers, separated by commas (default: %(default)s)"))
+    parser.add_argument("--activation", choices=list(ACTIVATIONS), default="relu", help=(
+        "the function between layers (default: %(default)s)"))
+    parser.add_argument("--optimizer", choices=list(OPTIMIZERS), default="adam", help=(
+        "how the weights are updated (default: %(default)s)"))
+    parser.add_argument("--lr", type=positive_float, help=(
+        f"learning rate ({_defaults_text(DEFAULT_LR)})"))
+    parser.add_argument("--seed", type=seed_int, default=0, metavar="N", help=(
+        "seeds the initial weights and the order of the batches: the same seed gives "
+        "the same run (default: %(default)s)"))
+    parser.add_argument("--save", type=output_file(".npz"), metavar="PATH.npz", help=(
+        "write the trained weights to this file (model.load_weights reads it)"))
+    parser.set_defaults(run=run_train, parser=parser)
+
+
 def run_train(args):
     """``train``: check the options that depend on each other, then train."""
     if args.dataset == "mnist" and args.data_dir is None:

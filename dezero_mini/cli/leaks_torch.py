@@ -1,7 +1,7 @@
 """``leaks`` on a PyTorch script: which names keep an autograd graph across steps.
 
 ``python -m dezero_mini leaks train.py`` runs a script that imports
-``torch`` here instead of in :mod:`dezero_mini.cli_leaks` (or with
+``torch`` here instead of in :mod:`dezero_mini.cli.leaks` (or with
 ``--framework torch``). The watching and judging is
 :mod:`dezero_mini.memory.torch_leaks`; this module prints the report and
 chooses the exit status as for a dezero_mini script: 0 nothing grows, 1 a

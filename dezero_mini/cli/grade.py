@@ -1,22 +1,18 @@
-"""The ``grade`` and ``progress`` commands: a class's grades, a learner's progress.
+"""The ``grade`` command: a class's submissions of a stage, checked into one CSV.
 
 ``grade N SUBMISSIONS... --csv grades.csv`` checks many submissions against
 stage N in parallel (``dezero_mini.grading.batch``) and writes one row per
-student; ``progress [DIR]`` checks a learner's own stage files, one line per
-stage (``dezero_mini.grading.learner_progress``). Both run ``check`` with its
-contracts and points, and take its options (``add_run_options``).
+student. It runs ``check`` with its contracts and points, and takes its
+options (``add_scoring_options``, ``add_run_options``).
 """
 import signal
 import sys
 import time
-from pathlib import Path
 
-from dezero_mini.cli_check import (add_run_options, add_scoring_options, output_path,
-                                   stage_number, stage_options)
-from dezero_mini.contracts import stages
-from dezero_mini.contracts.runner import check_file
+from dezero_mini.arguments import known_stage_numbers, output_file, positive_int, stage_number
+from dezero_mini.cli.options import (add_run_options, add_scoring_options, command_parser,
+                                     stage_options)
 from dezero_mini.grading import batch
-from dezero_mini.grading.learner_progress import progress, progress_line, progress_summary
 
 
 def run_grade(args):
@@ -50,29 +46,9 @@ def run_grade(args):
     return 0
 
 
-def run_progress(args):
-    """``progress``: one line per stage for the learner's files in DIR."""
-    folder = args.dir
-    if not folder.is_dir():
-        print(f"dezero_mini progress: error: the folder {str(folder)!r} does not exist",
-              file=sys.stderr)
-        return 2
-    print(f"your stage files in {folder}:", flush=True)
-
-    def check(number, path):
-        return check_file(number, path, timeout=args.timeout, total_timeout=args.total_timeout,
-                          batches=args.batches)
-
-    items = progress(folder, check, on_stage=lambda item: print(progress_line(item), flush=True))
-    print(progress_summary(items))
-    return 0
-
-
-def add_grade(commands, make_parser):
-    from dezero_mini.cli import positive_int  # (cli imports this module)
-
-    known = ", ".join(str(stage.number) for stage in stages())
-    parser = make_parser(commands, "grade", "grade many submissions of a stage into a CSV", (
+def add_parser(commands):
+    """Add ``grade`` to the command line's ``commands``."""
+    parser = command_parser(commands, "grade", "grade many submissions of a stage into a CSV", (
         "Check every submission against stage N, JOBS at a time, and write one row\n"
         "per student to the CSV: status, points, max_points, contracts passed and\n"
         "total, seconds, and the points of each contract. A submission is a\n"
@@ -83,10 +59,10 @@ def add_grade(commands, make_parser):
         "examples:\n"
         "  %(prog)s 3 submissions/* --csv grades.csv\n"
         "  %(prog)s 5 alice/ bob/ --jobs 4 --weights weights.toml --csv stage05.csv"))
-    parser.add_argument("stage", type=stage_number, metavar="N", help=f"the stage ({known})")
+    parser.add_argument("stage", type=stage_number, metavar="N", help=f"the stage ({known_stage_numbers()})")
     parser.add_argument("submissions", nargs="+", metavar="SUBMISSION",
                         help="a student's stage file, or a folder that holds it")
-    parser.add_argument("--csv", type=output_path("CSV file"), required=True, metavar="PATH",
+    parser.add_argument("--csv", type=output_file(), required=True, metavar="PATH",
                         help="the grades, one row per student")
     parser.add_argument("--jobs", type=positive_int, default=batch.default_jobs(), metavar="J",
                         help="submissions checked at once (default: the processors, "
@@ -94,18 +70,3 @@ def add_grade(commands, make_parser):
     add_scoring_options(parser)
     add_run_options(parser)
     parser.set_defaults(run=run_grade, parser=parser)
-
-
-def add_progress(commands, make_parser):
-    parser = make_parser(commands, "progress", "see which stages your own files pass", (
-        "For each stage of the course, look for your file in DIR (stepNN_<name>.py,\n"
-        "as `start` writes it) and check it: one line per stage with the contracts\n"
-        "that pass, the points, and the names of those that fail; a stage without\n"
-        "a file says how to start it.\n\n"
-        "examples:\n"
-        "  %(prog)s\n"
-        "  %(prog)s ~/course --batches 50"))
-    parser.add_argument("dir", type=Path, nargs="?", default=Path("."), metavar="DIR",
-                        help="the folder with your stage files (default: the current folder)")
-    add_run_options(parser)
-    parser.set_defaults(run=run_progress, parser=parser)

@@ -57,13 +57,16 @@ grows and 1 when something does; 2 when the script cannot be run at all
 (missing, or a syntax error). A script that ends with ``os._exit`` is judged
 at that call, before the process ends, so its verdict is never lost.
 """
+import argparse
 import gc
 import os
 import sys
 import traceback
 from pathlib import Path
 
-from dezero_mini.cli_guard import Terminated
+from dezero_mini.arguments import at_least_two, positive_int
+from dezero_mini.cli.guard import Terminated
+from dezero_mini.cli.options import command_parser
 from dezero_mini.memory.leaks import judge, report_between, survivors_between
 from dezero_mini.memory.loop_marks import (ROUND, compile_with_loop_marks, new_main_module,
                                           script_as_main)
@@ -183,9 +186,9 @@ class _Watch:
 
 def run_leaks(args, out=None):
     """``leaks``: run the script under watch; return 0, 1 or 2. A script that
-    imports torch is run by :mod:`dezero_mini.cli_leaks_torch` (imported
+    imports torch is run by :mod:`dezero_mini.cli.leaks_torch` (imported
     here, where it is needed: it needs PyTorch)."""
-    from dezero_mini.cli_leaks_torch import run_torch_leaks
+    from dezero_mini.cli.leaks_torch import run_torch_leaks
     from dezero_mini.memory.torch_leaks import imports_torch
 
     out = out or sys.stdout
@@ -312,3 +315,41 @@ def _conclude(watch, tracker, path, namespaces, out):
               "later (at the end of an epoch?), so the memory peak still grows with the "
               "number of iterations they were kept for", file=out, flush=True)
     return 1 if report.leaking or watch.reported else 0
+
+
+def add_parser(commands):
+    """Add ``leaks`` to the command line's ``commands``."""
+    parser = command_parser(commands, "leaks", "find what your own training loop keeps alive", (
+        "Run SCRIPT (with ARGS) as python would, and watch the Variables and\n"
+        "Functions of dezero_mini or of a stage module that it makes. An\n"
+        "iteration is one round of a for or while loop of the script itself\n"
+        "(each loop judged on its own), or one backward() call where the loop\n"
+        "is in another module. When the live objects have grown at several\n"
+        "iterations in a row, and at the end, print what the\n"
+        "loop keeps alive: objects and bytes per iteration, and the shortest\n"
+        "chain of references from a name of the script (total_loss,\n"
+        "trainer.history['loss'][3], a closure, ...) to the largest surviving graph.\n\n"
+        "A script that imports torch is judged by the autograd graphs that its\n"
+        "names hold at each optimizer step (PyTorch keeps a graph's tensors in its\n"
+        "C++ nodes, where counting Python objects cannot see them): a name whose\n"
+        "graph grew at several steps in a row is reported with the graph's nodes,\n"
+        "its saved bytes, and the fix that fits.\n\n"
+                "exit status: the script's own when it fails (1 for an exception, N for\n"
+        "sys.exit(N)); else 0 nothing grows, 1 something grows; 2 the script cannot\n"
+        "be run (missing, or a syntax error)\n\n"
+        "examples:\n"
+        "  %(prog)s train.py\n"
+        "  %(prog)s --consecutive 3 train.py --epochs 2"))
+    parser.add_argument("--consecutive", type=at_least_two, default=5, metavar="N", help=(
+        "report when the live objects have grown at N iterations in a row "
+        "(default: %(default)s)"))
+    parser.add_argument("--framework", choices=("auto", "dezero_mini", "torch"), default="auto",
+                        help=("what the script uses: auto (the default) runs a script that "
+                              "imports torch as a PyTorch script, any other as a dezero_mini one"))
+    parser.add_argument("--steps", type=positive_int, default=30, metavar="N", help=(
+        "PyTorch scripts: stop the script after N optimizer steps (or loop rounds, "
+        "without an optimizer) and judge them (default: %(default)s)"))
+    parser.add_argument("script", metavar="SCRIPT", help="the Python script to run")
+    parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
+                        help="arguments for the script")
+    parser.set_defaults(run=run_leaks, parser=parser)

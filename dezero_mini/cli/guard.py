@@ -2,8 +2,9 @@
 
 A command that trains for minutes and then fails to write its result has
 lost the result. So every output file is checked when the arguments are read
-(:func:`output_target_problem`), and the commands refuse sizes that cannot fit
-in :func:`machine_memory` with an estimate, before anything is allocated
+(:func:`dezero_mini.atomic.output_target_problem`, through the argument types
+of :mod:`dezero_mini.arguments`), and the commands refuse sizes that cannot
+fit in :func:`machine_memory` with an estimate, before anything is allocated
 (``train``'s ``--hidden``, ``memory``'s ``--batches``).
 
 And however a command ends, it ends with one line, never a traceback:
@@ -18,7 +19,6 @@ import os
 import signal
 import sys
 import threading
-from pathlib import Path
 
 #: Exit statuses of the usual Unix endings: 128 + the signal's number.
 EXIT_SIGPIPE = 128 + 13
@@ -60,29 +60,6 @@ def silence_closed_stdout():
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, 1)
         os.close(devnull)
-
-
-# --- Output files ---------------------------------------------------------------------
-def output_target_problem(path, suffixes):
-    """Why ``path`` cannot be written as an output file ending in one of
-    ``suffixes``, with the fix; None when it can."""
-    given = os.fspath(path)
-    path = Path(given)
-    if path.name.lower() in suffixes:  # ".npz" alone: a hidden file with no extension
-        return f"the file needs a name before {path.name}, like {'out' + path.name!r}"
-    if path.suffix.lower() not in suffixes:
-        return f"the file name must end in {' or '.join(suffixes)}, got {given!r}"
-    if path.is_dir():
-        inside = path / ("out" + path.suffix.lower())
-        return f"{given!r} is a folder; give a file name inside it, like {str(inside)!r}"
-    folder = path.parent
-    if not folder.is_dir():
-        what = "is a file, not a folder" if folder.exists() else "does not exist"
-        return f"the folder {str(folder)!r} {what}; create it or choose another place"
-    if not os.access(folder, os.W_OK | os.X_OK):
-        return (f"the folder {str(folder)!r} is not writable by you; choose a folder you can "
-                "write to")
-    return None
 
 
 # --- Sizes ----------------------------------------------------------------------------

@@ -1,40 +1,24 @@
-"""The ``memory`` and ``graph`` commands of the command line.
+"""The ``memory`` command: record the memory of stages of the course, plot it.
 
-Both only drive the instruments of ``dezero_mini.memory`` (the recorder,
-the plot, the reference graph) the way the notebooks do, and print what a
-learner should look at.
+It only drives the instruments of ``dezero_mini.memory`` (the recorder and
+the plot) the way the notebooks do, and prints what a learner should look at.
 """
-from pathlib import Path
-
-import numpy as np
-
-from dezero_mini.atomic import atomic_write
-from dezero_mini.cli_guard import format_size, machine_memory, output_target_problem
-from dezero_mini.memory import (
-    load_stage,
-    plot_training,
-    record_training,
-    reference_graph,
-    stage_label,
-    watch,
-)
-from dezero_mini.memory.probes import collector
+from dezero_mini.arguments import STAGE_NUMBERS, output_file, positive_int, stage_modules
+from dezero_mini.atomic import atomic_write, output_target_problem
+from dezero_mini.cli.guard import format_size, machine_memory
+from dezero_mini.cli.options import command_parser
+from dezero_mini.memory import load_stage, plot_training, record_training, stage_label
 from dezero_mini.memory.recorder import SIGNALS
-from dezero_mini.memory.refgraph import format_bytes
 from dezero_mini.progress import ProgressLine
 
 #: The stages that ``memory`` compares when none is named: the first stage
 #: of the course against the finished framework.
 DEFAULT_STAGES = ("1", "dezero_mini")
-#: Where ``graph`` draws when no --out is given. A Path, not a string, so that
-#: argparse does not check it: with --dot nothing is written, and a folder the
-#: user cannot write to is no error then; run_graph checks it otherwise.
-DEFAULT_GRAPH_OUT = Path("graph.svg")
+PLOT_FORMATS = (".png", ".svg", ".pdf")
 #: What one batch adds to a record: one 8-byte number per signal.
 RECORD_BYTES_PER_BATCH = 8 * len(SIGNALS)
 
 
-# --- memory ----------------------------------------------------------------------------
 def run_memory(args):
     """``memory``: record each stage, then write the plot and the CSV files."""
     import matplotlib
@@ -114,39 +98,33 @@ def csv_paths_for(path, modules):
     return [path.with_name(f"{path.stem}_{module.__name__}{path.suffix}") for module in modules]
 
 
-# --- graph -----------------------------------------------------------------------------
-def example_names(module):
-    """The computation of the lessons, ``y = sigmoid(x @ W + b)``, made with
-    ``module``'s framework: a dict of the user's names ``x``, ``W``, ``b``, ``y``."""
-    rng = np.random.RandomState(1)
-    x = module.Variable(rng.randn(4, 3), name="x")
-    W = module.Variable(rng.randn(3, 2), name="W")
-    b = module.Variable(np.zeros(2), name="b")
-    y = module.sigmoid(x @ W + b)
-    y.name = "y"
-    return {"x": x, "W": W, "b": b, "y": y}
-
-
-def run_graph(args):
-    """``graph``: build the example, optionally let go of ``y``, draw it."""
-    if not args.dot and args.out is DEFAULT_GRAPH_OUT:
-        problem = output_target_problem(args.out, (DEFAULT_GRAPH_OUT.suffix,))
-        if problem is not None:
-            args.parser.error(f"--out {args.out}: {problem}")
-    title = f"{stage_label(args.stage)}: y = sigmoid(x @ W + b)"
-    # With the collector off, the garbage of a reference cycle (stage 02)
-    # stays to be drawn instead of vanishing at a random moment.
-    with collector(False):
-        names = example_names(args.stage)
-        watched = None
-        if args.after_del:
-            watched = watch(names.pop("y"))  # the last strong reference to y goes here
-            title += ", after del y"
-        graph = reference_graph(names, watched, title=title)
-    if args.dot:
-        print(graph.source, end="")
-        return 0
-    graph.save(args.out)
-    print("\n".join(graph.caption))
-    print(f"wrote {args.out}")
-    return 0
+def add_parser(commands):
+    """Add ``memory`` to the command line's ``commands``."""
+    parser = command_parser(commands, "memory", "plot the memory of stages of the course", (
+        "Train the standard small network (the one of the lessons) with one or\n"
+        "more stages of the course and record, after every batch, the live\n"
+        "Variables and Functions, the traced bytes (tracemalloc) and the process\n"
+        "memory (RSS). The cyclic garbage collector is off unless --gc is given,\n"
+        "so a reference cycle shows as growth. Writes the plot and the figures.\n\n"
+        "examples:\n"
+        "  %(prog)s\n"
+        "  %(prog)s --stage 2 --gc --batches 400\n"
+        "  %(prog)s --stage 1,2,3,dezero_mini --out stages.png"))
+    parser.add_argument("--stage", type=stage_modules, action="append", metavar="STAGE", help=(
+        f"a stage: its number ({STAGE_NUMBERS}), its name (weakref_outputs, "
+        "step03_weakref_outputs) or dezero_mini. Give several, separated by commas or by "
+        "repeating --stage, to compare them in one plot. Default: "
+        f"{','.join(DEFAULT_STAGES)}, the first stage against the finished framework."))
+    parser.add_argument("--batches", type=positive_int, default=200, metavar="N", help=(
+        "batches to train and record (default: %(default)s)"))
+    parser.add_argument("--out", type=output_file(*PLOT_FORMATS), default="memory.png",
+                        metavar="PATH", help="the plot: .png, .svg or .pdf (default: %(default)s)")
+    parser.add_argument("--csv", type=output_file(".csv"), metavar="PATH", help=(
+        "the figures, one row per batch, one file per stage (default: the plot's name, "
+        "ending in .csv). With several stages, each file name gets the stage's name added: "
+        "memory_step01_leaking_graph.csv, memory_dezero_mini.csv. "
+        "TrainingRecord.from_csv reads them back."))
+    parser.add_argument("--gc", action="store_true", help=(
+        "keep the cyclic garbage collector on while recording (stage 2 then shows a "
+        "sawtooth instead of a slope)"))
+    parser.set_defaults(run=run_memory, parser=parser)

@@ -1,0 +1,142 @@
+"""Argument types: the text of a command-line option turned into a checked value.
+
+Each function takes the text that argparse read and returns the value, or
+raises ``argparse.ArgumentTypeError`` with what was wrong and what is
+accepted (argparse adds the option's name and exits with status 2). They
+are shared by the course's command line (:mod:`dezero_mini.cli`) and the
+Gradescope autograder (:mod:`dezero_mini.grading.gradescope`), which is why
+they live here, below both: neither imports the other for them.
+"""
+import argparse
+import math
+from pathlib import Path
+
+from dezero_mini.atomic import output_target_problem
+from dezero_mini.contracts import get_stage, stages
+from dezero_mini.contracts.scoring import Weights, WeightsError
+from dezero_mini.memory import STAGES, load_stage
+
+#: The longest time an option takes: a larger one (1e300, say) would overflow
+#: the clock's arithmetic.
+MAX_SECONDS = 86400.0
+
+
+# --- Numbers --------------------------------------------------------------------------
+def positive_int(text):
+    """A whole number of at least 1 (epochs, batches, sizes, jobs)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
+    return value
+
+
+def at_least_two(text):
+    """A whole number of at least 2: growth is read from one iteration (or
+    batch) to the next, so it needs two (``leaks --consecutive``, the
+    ``--batches`` of the contracts)."""
+    value = positive_int(text)
+    if value < 2:
+        raise argparse.ArgumentTypeError(f"must be a whole number of at least 2, got {text!r}")
+    return value
+
+
+def seed_int(text):
+    """A seed for NumPy's random generator: a whole number from 0 to 2**32 - 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if not 0 <= value < 2**32:
+        raise argparse.ArgumentTypeError(
+            f"must be a whole number from 0 to 4294967295, got {text!r}")
+    return value
+
+
+def positive_float(text):
+    """A finite number above zero (a learning rate, a time limit)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not value > 0 or value == math.inf:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}")
+    return value
+
+
+def seconds(text):
+    """A number of seconds above 0 and at most a day (``MAX_SECONDS``)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value <= MAX_SECONDS:  # also refuses nan and inf
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds above 0 and at most {MAX_SECONDS:g} (a day), "
+            f"got {text!r}")
+    return value
+
+
+# --- Stages ---------------------------------------------------------------------------
+def stage_number(text):
+    """The number of a stage that has contracts (``check``, ``grade``, the autograder)."""
+    try:
+        number = int(text)
+        get_stage(number)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be the number of a stage of the course ({known_stage_numbers()}), "
+            f"got {text!r}") from None
+    return number
+
+
+def known_stage_numbers():
+    """``1, 2, 3, ...``: the stages that have contracts, for messages and help."""
+    return ", ".join(str(stage.number) for stage in stages())
+
+
+#: ``1 to 10``: the stages of the course by number, for the help of ``stage_modules``.
+STAGE_NUMBERS = f"{STAGES[0][0]} to {STAGES[-1][0]}" if STAGES else "none found"
+
+
+def stage_modules(text):
+    """One or more stages separated by commas, as modules (``"1,dezero_mini"``)."""
+    modules = []
+    for part in text.split(","):
+        try:
+            modules.append(load_stage(part.strip()))
+        except ValueError as error:  # load_stage's message lists the valid stages
+            raise argparse.ArgumentTypeError(str(error)) from None
+    return modules
+
+
+def one_stage(text):
+    """Exactly one stage, as a module."""
+    if "," in text:
+        raise argparse.ArgumentTypeError(f"takes one stage, got {text!r}")
+    return stage_modules(text)[0]
+
+
+def weights_file(text):
+    """A weights file (``scoring.Weights``), read and checked."""
+    try:
+        return Weights.from_file(text)
+    except WeightsError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+# --- Files ----------------------------------------------------------------------------
+def output_file(*suffixes):
+    """An argument type for a file to write, as a Path: checked when the
+    arguments are read, before any long run (:func:`atomic.output_target_problem`);
+    its name must end in one of ``suffixes`` when any are given."""
+
+    def convert(text):
+        problem = output_target_problem(text, suffixes)
+        if problem is not None:
+            raise argparse.ArgumentTypeError(problem)
+        return Path(text)
+
+    return convert

@@ -1,0 +1,143 @@
+"""The ``check`` command: hold a stage file to the stage's contracts.
+
+``check N FILE`` holds a file to stage N's contracts (``dezero_mini.contracts``,
+the same ones that the course's tests hold ``steps/`` to) and prints one line
+per contract; ``--json`` and ``--gradescope`` give the same report to graders.
+"""
+import signal
+import sys
+import threading
+from pathlib import Path
+
+from dezero_mini.arguments import known_stage_numbers, output_file, stage_number
+from dezero_mini.browser import processes_unavailable
+from dezero_mini.cli.options import (add_run_options, add_scoring_options, command_parser,
+                                     stage_options)
+from dezero_mini.contracts.runner import check_file
+from dezero_mini.contracts.scoring import Weights, display_points
+from dezero_mini.grading import gradescope
+
+
+def report_text(report):
+    """The report of ``check`` for people: one line per contract, and the
+    hint under each one that fails."""
+    stage_label = f"stage {report.stage:02d} ({report.stage_title})"
+    if report.status == "error":
+        lines = [f"dezero_mini check: error: {report.message}"]
+    else:
+        lines = [f"checking {report.file} against {stage_label}: "
+                 f"{len(report.results)} contracts"]
+        width = max(len(result.name) for result in report.results)
+        for result in report.results:
+            status = "pass" if result.passed else "FAIL"
+            points = f"{display_points(result.points)}/{display_points(result.max_points)}"
+            lines.append(f"{status}  {result.name:<{width}}  {points:>5}  expected "
+                         f"{result.expected}; measured {result.measured}")
+            if not result.passed:
+                lines.append(f"      {'':<{width}}  {'':>5}  hint: {result.hint}")
+    passed = sum(result.passed for result in report.results)
+    lines.append(f"{passed} of {len(report.results)} contracts pass, "
+                 f"{display_points(report.points)} of {display_points(report.max_points)} "
+                 f"points ({report.seconds:.1f} s)")
+    if report.output.strip():
+        lines.append("what the file printed" + (" (the beginning)" if report.output_truncated
+                                                else "") + ":")
+        lines.extend("  | " + line for line in report.output.rstrip().splitlines())
+    return "\n".join(lines)
+
+
+class Interrupted(Exception):
+    """``check`` received SIGINT, SIGTERM or SIGHUP."""
+
+    def __init__(self, signum):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupt(signum, frame):
+    raise Interrupted(signum)
+
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def run_check(args):
+    """``check``: hold a file to a stage's contracts; exit 0, 1 or 2, or
+    128 + the signal's number when SIGINT, SIGTERM or SIGHUP stops it (the
+    worker and every process it started are killed first); 2 also where no
+    process can be started (a browser's Python): the file runs in one."""
+    unavailable = processes_unavailable()
+    if unavailable:
+        print(f"dezero_mini check: {unavailable}, and check runs your file in a process of its "
+              "own: run it on a local install of the course (pip install the repository, "
+              "then dezero_mini check N FILE).", file=sys.stderr)
+        return 2
+    names, weights = stage_options(args)
+    previous = {}
+    if threading.current_thread() is threading.main_thread():  # (only it may set handlers)
+        previous = {signum: signal.signal(signum, _interrupt) for signum in STOP_SIGNALS}
+    try:
+        report = check_file(args.stage, args.file, timeout=args.timeout,
+                            total_timeout=args.total_timeout, batches=args.batches,
+                            allow_reference=args.allow_reference, names=names, weights=weights)
+    except Interrupted as stop:
+        name = signal.Signals(stop.signum).name
+        print(f"dezero_mini check: stopped by {name}: the worker and its processes were "
+              "killed; no result", file=sys.stderr)
+        return 128 + stop.signum
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+    if args.gradescope is not None:
+        try:
+            gradescope.write_results(report, args.gradescope)
+        except OSError as error:  # checked before the run; the disk may still fill up
+            print(f"dezero_mini check: error: cannot write {str(args.gradescope)!r}: "
+                  f"{error.strerror or error}", file=sys.stderr)
+            return 2
+    if args.json:
+        print(report.to_json())
+    else:
+        print(report_text(report), file=sys.stderr if report.status == "error" else sys.stdout)
+    return report.exit_code
+
+
+def add_parser(commands):
+    """Add ``check`` to the command line's ``commands``."""
+    parser = command_parser(commands, "check", "hold your stage file to its memory contract", (
+        "Load FILE as stage N of the framework and run every contract of the stage\n"
+        "on it (the same ones that the course's tests hold steps/ to): one line per\n"
+        "contract, with what was expected and what was measured, and a hint for\n"
+        "each one that fails. The file runs in a separate, contained process\n"
+        "(isolated, in a scratch folder, with a reduced environment and resource\n"
+        "limits), with a time limit per contract and one for the whole check.\n\n"
+        f"Each contract carries points ({display_points(Weights().new)} when new in the "
+        f"stage, {display_points(Weights().inherited)} when inherited,\n"
+        "unless --weights says otherwise), and every contract of the stage is in\n"
+        "every report, failed when the file cannot be loaded: the total is the\n"
+        "same for every file.\n\n"
+        "exit status: 0 every contract passes, 1 a contract fails, 2 the file\n"
+        "cannot be loaded, lacks or borrows a name that the stage needs, or\n"
+        "tampered with the checker; 130, 143, 129 when SIGINT, SIGTERM, SIGHUP\n"
+        "stop the check.\n\n"
+        "examples:\n"
+        "  %(prog)s 3 step03_weakref_outputs.py\n"
+        "  %(prog)s 3 step03_weakref_outputs.py --contract live_objects_constant\n"
+        "  %(prog)s 5 step05_no_grad.py --json > result.json\n"
+        "  %(prog)s 5 step05_no_grad.py --gradescope results/results.json"))
+    parser.add_argument("stage", type=stage_number, metavar="N",
+                        help=f"the stage ({known_stage_numbers()})")
+    parser.add_argument("file", type=Path, metavar="FILE", help="your stage file")
+    parser.add_argument("--json", action="store_true", help=(
+        "print the results as JSON (for graders): the file, the stage, status, exit_code, "
+        "points, max_points, and per contract its name, passed, expected, measured, hint, "
+        "points, max_points"))
+    parser.add_argument("--gradescope", type=output_file(),
+                        metavar="PATH", help=(
+        "also write Gradescope's results.json there (one test per contract, with its points)"))
+    parser.add_argument("--allow-reference", action="store_true", help=(
+        "check a file of the course's own steps/ (refused by default: a submission "
+        "must be the learner's own work); for the course's maintainers"))
+    add_scoring_options(parser)
+    add_run_options(parser)
+    parser.set_defaults(run=run_check, parser=parser)

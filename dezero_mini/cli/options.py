@@ -1,0 +1,63 @@
+"""What the commands' parsers share: how a command's parser is made, and the
+option groups of the commands that run ``check`` (``check``, ``grade``,
+``progress``). The value types of the options are :mod:`dezero_mini.arguments`.
+"""
+import argparse
+
+from dezero_mini.arguments import at_least_two, seconds, weights_file
+from dezero_mini.contracts.bench import BATCHES
+from dezero_mini.contracts.runner import DEFAULT_TIMEOUT, DEFAULT_TOTAL_TIMEOUT
+from dezero_mini.contracts.scoring import Weights, WeightsError, display_points, select_contracts
+
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Keeps the line breaks of descriptions and examples (option help is
+    still wrapped to the width of the terminal)."""
+
+
+def command_parser(commands, name, summary, description):
+    """The parser of one command, ``name``, added to ``commands`` (argparse's
+    subparsers): ``summary`` in the list of commands, ``description`` (with
+    its examples) in the command's own --help."""
+    return commands.add_parser(name, help=summary, description=description,
+                               formatter_class=HelpFormatter)
+
+
+def add_scoring_options(parser):
+    """--contract and --weights: which contracts, and their points (``check``, ``grade``)."""
+    parser.add_argument("--contract", action="append", metavar="NAME", help=(
+        "run only this contract (repeat it for several); the others are left out of the "
+        "report and of the total"))
+    parser.add_argument("--weights", type=weights_file, metavar="FILE", help=(
+        "points per contract, from a .toml or .json file (keys: new, inherited, "
+        f"[contracts], [stages.N]); default: {display_points(Weights().new)} for a contract "
+        f"new in the stage, {display_points(Weights().inherited)} for an inherited one"))
+
+
+def add_run_options(parser):
+    """--timeout, --total-timeout and --batches: how each check runs (``check``, ``grade``, ``progress``)."""
+    parser.add_argument("--timeout", type=seconds, default=DEFAULT_TIMEOUT,
+                        metavar="SECONDS", help=(
+        "time allowed to load the file and to each contract (default: %(default)g)"))
+    parser.add_argument("--total-timeout", type=seconds, default=DEFAULT_TOTAL_TIMEOUT,
+                        metavar="SECONDS", help=(
+        "time allowed to the whole check; the contracts it leaves fail as not run "
+        "(default: %(default)g)"))
+    parser.add_argument("--batches", type=at_least_two, default=BATCHES, metavar="N", help=(
+        "batches of the training run that the memory contracts record "
+        "(default: %(default)s, as in the course's tests; fewer is faster and less sure)"))
+
+
+def stage_options(args):
+    """Check the options that depend on the stage (``--contract``, ``--weights``)
+    against it; argparse's error (exit 2) when they do not fit. Returns
+    ``(names, weights)`` for ``check_file``."""
+    try:
+        select_contracts(args.stage, args.contract)
+        if args.weights is not None:
+            args.weights.points_at(args.stage, select_contracts(args.stage, args.contract))
+    except WeightsError as error:
+        args.parser.error(f"argument --weights: {error}")
+    except ValueError as error:
+        args.parser.error(f"argument --contract: {error}")
+    return args.contract, args.weights

@@ -1,0 +1,102 @@
+"""The command line: ``python -m dezero_mini`` (installed as ``dezero_mini``).
+
+The commands, one per thing the course does, each a module of this package
+with its parser (``add_parser``) and its work (``run_<command>``):
+
+* ``train``: train a small network with the finished framework, and watch
+  its memory stay flat epoch after epoch;
+* ``memory``: record the memory of the standard training run for one or
+  more stages of the course, and write the plot and the figures as CSV;
+* ``graph``: draw the reference graph of a small computation, before or
+  after the user lets go of its result;
+* ``leaks``: run the learner's own script and say which graphs its loop
+  keeps alive, and through which name (exit 1 when they grow);
+* ``start`` and ``check``: rebuild a stage yourself and hold your file to
+  the stage's memory contract;
+* ``grade`` and ``progress``: a class's submissions of a stage into one CSV,
+  and a learner's own files, stage by stage.
+
+``main(argv)`` returns the exit code: 0 when it worked, 1 when something it
+needs is missing (Graphviz's ``dot``), 2 for arguments it cannot use (the
+usual code of command-line tools; argparse exits with it by itself), 130
+when interrupted with Ctrl-C, 143 when ended by SIGTERM and 141 when the
+reader of its output went away (``... | head``), as Unix tools report. A
+file it was writing is then left as it was before (``dezero_mini.atomic``).
+"""
+import argparse
+import sys
+
+import dezero_mini
+from dezero_mini.cli import check, grade, graph, leaks, memory, progress, start, train
+from dezero_mini.cli.guard import (
+    EXIT_SIGPIPE,
+    EXIT_SIGTERM,
+    Terminated,
+    sigterm_raises,
+    silence_closed_stdout,
+)
+from dezero_mini.cli.options import HelpFormatter
+from dezero_mini.memory import GraphvizNotFound
+
+#: The commands, in the order of ``--help``.
+COMMANDS = (train, memory, graph, leaks, start, check, grade, progress)
+
+
+def build_parser(prog="dezero_mini"):
+    """The argument parser of the command line, with its commands."""
+    parser = argparse.ArgumentParser(
+        prog=prog, formatter_class=HelpFormatter,
+        description=("dezero_mini: a small autograd framework, and the instruments of the\n"
+                     "course \"where does the memory go?\". Run a command with --help to\n"
+                     "see its options."))
+    parser.add_argument("--version", action="version",
+                        version=f"dezero_mini {dezero_mini.__version__}")
+    commands = parser.add_subparsers(title="commands", dest="command", metavar="COMMAND")
+    for command in COMMANDS:
+        command.add_parser(commands)
+    return parser
+
+
+def main(argv=None, prog="dezero_mini"):
+    """Run the command line with ``argv`` (default: ``sys.argv[1:]``).
+
+    Returns the exit code. argparse itself exits (SystemExit) for --help,
+    --version and bad arguments.
+    """
+    parser = build_parser(prog)
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help(sys.stderr)
+        names = [command.__name__.rpartition(".")[2] for command in COMMANDS]
+        print(f"\n{prog}: error: choose a command: {', '.join(names[:-1])} or {names[-1]}",
+              file=sys.stderr)
+        return 2
+    command = f"{prog} {args.command}"
+    try:
+        with sigterm_raises():
+            return args.run(args)
+    except GraphvizNotFound as error:
+        print(f"{command}: error: {error}.\n"
+              "To see the graph without Graphviz, use --dot: it prints the DOT text.",
+              file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"\n{command}: interrupted", file=sys.stderr)
+        return 130
+    except Terminated:
+        print(f"\n{command}: terminated (SIGTERM)", file=sys.stderr)
+        return EXIT_SIGTERM
+    except BrokenPipeError:
+        # The reader of our output has gone (`... | head -2`): stop quietly, as
+        # Unix tools do when SIGPIPE ends them.
+        silence_closed_stdout()
+        return EXIT_SIGPIPE
+    except MemoryError:
+        print(f"{command}: error: out of memory; try smaller sizes (--hidden, --batch-size, "
+              "--batches) or free memory for it", file=sys.stderr)
+        return 1
+    except OSError as error:
+        if error.filename is None:  # not a file of the user's: a defect, keep its traceback
+            raise
+        print(f"{command}: error: {error.strerror or error}: {error.filename}", file=sys.stderr)
+        return 1

@@ -1,0 +1,46 @@
+"""The ``progress`` command: a learner's own stage files, checked stage by stage.
+
+``progress [DIR]`` looks for the learner's file of each stage in DIR and
+checks it, one line per stage (``dezero_mini.grading.learner_progress``),
+with the run options of ``check`` (``add_run_options``).
+"""
+import sys
+from pathlib import Path
+
+from dezero_mini.cli.options import add_run_options, command_parser
+from dezero_mini.contracts.runner import check_file
+from dezero_mini.grading.learner_progress import progress, progress_line, progress_summary
+
+
+def run_progress(args):
+    """``progress``: one line per stage for the learner's files in DIR."""
+    folder = args.dir
+    if not folder.is_dir():
+        print(f"dezero_mini progress: error: the folder {str(folder)!r} does not exist",
+              file=sys.stderr)
+        return 2
+    print(f"your stage files in {folder}:", flush=True)
+
+    def check(number, path):
+        return check_file(number, path, timeout=args.timeout, total_timeout=args.total_timeout,
+                          batches=args.batches)
+
+    items = progress(folder, check, on_stage=lambda item: print(progress_line(item), flush=True))
+    print(progress_summary(items))
+    return 0
+
+
+def add_parser(commands):
+    """Add ``progress`` to the command line's ``commands``."""
+    parser = command_parser(commands, "progress", "see which stages your own files pass", (
+        "For each stage of the course, look for your file in DIR (stepNN_<name>.py,\n"
+        "as `start` writes it) and check it: one line per stage with the contracts\n"
+        "that pass, the points, and the names of those that fail; a stage without\n"
+        "a file says how to start it.\n\n"
+        "examples:\n"
+        "  %(prog)s\n"
+        "  %(prog)s ~/course --batches 50"))
+    parser.add_argument("dir", type=Path, nargs="?", default=Path("."), metavar="DIR",
+                        help="the folder with your stage files (default: the current folder)")
+    add_run_options(parser)
+    parser.set_defaults(run=run_progress, parser=parser)
