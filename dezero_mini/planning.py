@@ -25,8 +25,8 @@ planned), the fact that calling a Function goes through
 ``data``, and ``no_grad()``. While ``trace`` runs, ``Function.__call__`` is
 wrapped to record each call with its inputs as given (a number written into
 a formula too, which the graph of Functions does not keep), and put back
-after; so dezero_mini needs no ``Config.tracer``, the stage's hook, and its
-core pays nothing for planning. Each kernel repeats its Function's forward
+after, as stage 09's ``trace`` does; so the core needs no hook and pays
+nothing for planning. Each kernel repeats its Function's forward
 formula one numpy operation at a time, in the same order, so that the
 planned result is the same bits; a test (``tests/test_planning.py``) holds
 each one to it.

@@ -9,8 +9,8 @@ fit), and never between nodes that could run in parallel (coloured paths);
 ``Executor`` runs the plan in preallocated arrays, to the eager run's bits.
 The lesson, notebooks/09_memory_planning.ipynb, tells the whole story.
 
-The framework itself is stage 08's, with one addition: ``Config.tracer``,
-which ``trace`` sets to record each Function call.
+The framework itself is stage 08's, unchanged: while ``trace`` runs, it
+wraps ``Function.__call__`` to record each call, and puts it back after.
 
 Run ``python steps/step09_memory_planning.py``.
 """
@@ -32,7 +32,6 @@ STAGE_TITLE = "memory_planning"
 class Config:
     enable_backprop = True
     check_saved = os.environ.get("DEZERO_MINI_CHECK_SAVED") == "1"
-    tracer = None  # while trace() runs: what records each Function call
 
 
 @contextlib.contextmanager
@@ -206,8 +205,6 @@ class Function:
             if self.saves is None:
                 self.inputs = inputs  # DeZero's way: keep them all, read or not
             self.outputs = [weakref.ref(output) for output in outputs]  # no cycle
-        if Config.tracer is not None:
-            Config.tracer.record(self, inputs, outputs)
         return outputs if len(outputs) > 1 else outputs[0]
 
     def release(self):
@@ -807,7 +804,7 @@ LOWERING = {
 
 # --- Tracing: run once, record the Function calls as a static graph -------------------
 class Tracer:
-    """Set as ``Config.tracer`` during ``trace``: lowers each Function call."""
+    """Lowers each Function call that ``trace`` records into nodes of ``graph``."""
 
     def __init__(self, graph):
         self.graph, self.buffer_of, self.calls = graph, {}, []
@@ -845,8 +842,20 @@ def trace(fn, *feeds, wrt=()):
     for x in variables:
         tracer.bind(x, graph.buffer(x.shape, x.dtype))
         graph.feeds.append(tracer.buffer_of[id(x)])
-    with using_config("tracer", tracer), no_grad():
-        result = tracer.buffer(fn(*variables))
+    call = Function.__call__  # stage 08's, as it is: wrapped only while fn runs
+
+    def recorded(f, *inputs):
+        inputs = [as_variable(x) for x in inputs]  # a constant too gets its buffer
+        outputs = call(f, *inputs)
+        tracer.record(f, inputs, outputs if isinstance(outputs, list) else [outputs])
+        return outputs
+
+    Function.__call__ = recorded
+    try:
+        with no_grad():
+            result = tracer.buffer(fn(*variables))
+    finally:
+        Function.__call__ = call
     graph.outputs.append(result)
     if wrt:
         grads = backward_graph(graph, tracer.calls, result, [tracer.buffer(p) for p in wrt])

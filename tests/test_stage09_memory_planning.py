@@ -343,7 +343,10 @@ def test_a_variable_of_the_stage_is_fed_by_its_array(m):
 
 
 def test_tracing_leaves_no_tracer_behind(m):
+    """trace wraps Function.__call__ while fn runs (stage 08's framework stays as
+    it is); after a trace that fails, the eager call is stage 08's again."""
+    call = m.Function.__call__
     with pytest.raises(TypeError):
         m.trace(lambda x: m.div(x, x), np.ones(3))
-    assert m.Config.tracer is None
+    assert m.Function.__call__ is call
     assert m.Config.enable_backprop is True
