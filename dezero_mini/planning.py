@@ -25,8 +25,8 @@ planned), the fact that calling a Function goes through
 ``data``, and ``no_grad()``. While ``trace`` runs, ``Function.__call__`` is
 wrapped to record each call with its inputs as given (a number written into
 a formula too, which the graph of Functions does not keep), and put back
-after; so dezero_mini needs no ``Config.tracer``, the stage's hook, and its
-core pays nothing for planning. Each kernel repeats its Function's forward
+after, as stage 09's ``trace`` does; so the core needs no hook and pays
+nothing for planning. Each kernel repeats its Function's forward
 formula one numpy operation at a time, in the same order, so that the
 planned result is the same bits; a test (``tests/test_planning.py``) holds
 each one to it.
@@ -567,6 +567,38 @@ def plan_memory(graph, inplace=True, share=True, parallel=True):
     return Plan(graph, storage_of, sizes, inplace_nodes)
 
 
+def check_feeds(graph, feeds):
+    """The arrays to run ``graph`` on, one per buffer of ``graph.feeds``, each
+    checked against the shape and dtype it was traced with (a Variable gives
+    its array). An Executor calls it first: ``zip()`` would drop an extra
+    input without a word, and a missing or wrong one would fail deep inside a
+    kernel, far from the cause. TypeError or ValueError naming the input."""
+    traced = [graph.buffers[b] for b in graph.feeds]
+    if len(feeds) > len(traced):
+        raise TypeError(f"Executor: {len(feeds)} arrays given, the graph takes "
+                        f"{len(traced)}; input {len(traced) + 1} and after are not "
+                        "inputs of the graph")
+    if len(feeds) < len(traced):
+        missing = traced[len(feeds)]
+        raise TypeError(f"Executor: {len(feeds)} arrays given, the graph takes "
+                        f"{len(traced)}; input {len(feeds) + 1} is missing (traced as an "
+                        f"array of shape {missing.shape} and dtype {missing.dtype})")
+    arrays = []
+    for k, (buffer, array) in enumerate(zip(traced, feeds), 1):
+        if not isinstance(array, np.ndarray) and isinstance(getattr(array, "data", None),
+                                                            np.ndarray):
+            array = array.data  # a Variable, of dezero_mini or of a stage
+        if not isinstance(array, np.ndarray):
+            raise TypeError(f"Executor: input {k} must be a numpy array or a Variable, "
+                            f"got {type(array).__name__}")
+        if array.shape != buffer.shape or array.dtype != buffer.dtype:
+            raise ValueError(f"Executor: an input of shape {array.shape} and dtype "
+                             f"{array.dtype}; the plan was made for {buffer.shape} "
+                             f"{buffer.dtype}")
+        arrays.append(array)
+    return arrays
+
+
 class Executor:
     """Allocate a Plan's blocks once; each call runs every node into them."""
 
@@ -586,25 +618,7 @@ class Executor:
     def __call__(self, *feeds):
         """The outputs for these arrays: views of the blocks, which the next
         call writes over."""
-        traced = [self.graph.buffers[b] for b in self.graph.feeds]
-        if len(feeds) > len(traced):  # zip() below would drop the extra ones without a word
-            raise TypeError(f"Executor: {len(feeds)} arrays given, the graph takes "
-                            f"{len(traced)}; input {len(traced) + 1} and after are not "
-                            "inputs of the graph")
-        if len(feeds) < len(traced):  # a kernel would fail on None, far from the cause
-            missing = traced[len(feeds)]
-            raise TypeError(f"Executor: {len(feeds)} arrays given, the graph takes "
-                            f"{len(traced)}; input {len(feeds) + 1} is missing (traced as an "
-                            f"array of shape {missing.shape} and dtype {missing.dtype})")
-        for k, (b, buffer, array) in enumerate(zip(self.graph.feeds, traced, feeds), 1):
-            array = array.data if isinstance(array, Variable) else array
-            if not isinstance(array, np.ndarray):
-                raise TypeError(f"Executor: input {k} must be a numpy array or a Variable, "
-                                f"got {type(array).__name__}")
-            if array.shape != buffer.shape or array.dtype != buffer.dtype:
-                raise ValueError(f"Executor: an input of shape {array.shape} and dtype "
-                                 f"{array.dtype}; the plan was made for {buffer.shape} "
-                                 f"{buffer.dtype}")
+        for b, array in zip(self.graph.feeds, check_feeds(self.graph, feeds)):
             self.arrays[b] = array
         arrays = self.arrays
         for node in self.graph.nodes:

@@ -1,23 +1,16 @@
 """Stage 09: memory_planning: plan every buffer before allocating any.
 
-Until now memory was managed as the program ran: each operation allocated
-its result, and reference counting freed an array when its last user let
-go. With a static graph the whole run is known in advance, so the memory can
-be planned before anything is allocated, as MXNet does: ``trace`` runs a
-computation once and records it as nodes over numbered buffers (one forward
-and, for training, the backward that gives the gradients); ``plan_memory``
-simulates the run with a reference counter per buffer, which gives every
-buffer's lifetime, and maps the buffers onto as few blocks of storage as it
-can: a node writes its result over an input that no one reads afterwards
-(in-place), or into a block that an earlier buffer no longer needs (sharing,
-best fit by size). It never puts two buffers in the same block when the
-nodes that use them could run in parallel: nodes are coloured along the
-longest paths of the graph, and a block freed on one path is reused on that
-path only. ``Executor`` allocates the planned blocks once and runs every
-node with numpy's ``out=``; the results are the same bits as the eager run.
+With a static graph the whole run is known in advance, so memory can be
+planned before anything is allocated, as MXNet does: ``trace`` records one
+run (and, for training, its backward) as nodes over numbered buffers;
+``plan_memory`` gives each buffer a lifetime by counting its readers, writes
+in place over an input that dies at a node, shares dead buffers' blocks (best
+fit), and never between nodes that could run in parallel (coloured paths);
+``Executor`` runs the plan in preallocated arrays, to the eager run's bits.
+The lesson, notebooks/09_memory_planning.ipynb, tells the whole story.
 
-The framework itself is stage 08's, with one addition: ``Config.tracer``,
-which ``trace`` sets to record each Function call.
+The framework itself is stage 08's, unchanged: while ``trace`` runs, it
+wraps ``Function.__call__`` to record each call, and puts it back after.
 
 Run ``python steps/step09_memory_planning.py``.
 """
@@ -29,6 +22,8 @@ import weakref
 
 import numpy as np
 
+from dezero_mini.planning import check_feeds  # the Executor's argument checks, said once
+
 STAGE = "09"
 STAGE_TITLE = "memory_planning"
 
@@ -37,7 +32,6 @@ STAGE_TITLE = "memory_planning"
 class Config:
     enable_backprop = True
     check_saved = os.environ.get("DEZERO_MINI_CHECK_SAVED") == "1"
-    tracer = None  # while trace() runs: what records each Function call
 
 
 @contextlib.contextmanager
@@ -211,8 +205,6 @@ class Function:
             if self.saves is None:
                 self.inputs = inputs  # DeZero's way: keep them all, read or not
             self.outputs = [weakref.ref(output) for output in outputs]  # no cycle
-        if Config.tracer is not None:
-            Config.tracer.record(self, inputs, outputs)
         return outputs if len(outputs) > 1 else outputs[0]
 
     def release(self):
@@ -812,7 +804,7 @@ LOWERING = {
 
 # --- Tracing: run once, record the Function calls as a static graph -------------------
 class Tracer:
-    """Set as ``Config.tracer`` during ``trace``: lowers each Function call."""
+    """Lowers each Function call that ``trace`` records into nodes of ``graph``."""
 
     def __init__(self, graph):
         self.graph, self.buffer_of, self.calls = graph, {}, []
@@ -850,8 +842,20 @@ def trace(fn, *feeds, wrt=()):
     for x in variables:
         tracer.bind(x, graph.buffer(x.shape, x.dtype))
         graph.feeds.append(tracer.buffer_of[id(x)])
-    with using_config("tracer", tracer), no_grad():
-        result = tracer.buffer(fn(*variables))
+    call = Function.__call__  # stage 08's, as it is: wrapped only while fn runs
+
+    def recorded(f, *inputs):
+        inputs = [as_variable(x) for x in inputs]  # a constant too gets its buffer
+        outputs = call(f, *inputs)
+        tracer.record(f, inputs, outputs if isinstance(outputs, list) else [outputs])
+        return outputs
+
+    Function.__call__ = recorded
+    try:
+        with no_grad():
+            result = tracer.buffer(fn(*variables))
+    finally:
+        Function.__call__ = call
     graph.outputs.append(result)
     if wrt:
         grads = backward_graph(graph, tracer.calls, result, [tracer.buffer(p) for p in wrt])
@@ -947,13 +951,9 @@ class Plan:
 
 def plan_memory(graph, inplace=True, share=True, parallel=True):
     """Give every buffer that a node writes a block of storage, before
-    anything is allocated. Simulates the run in order with a reference count
-    per buffer (its readers still to run); a buffer whose count falls to zero
-    frees its block. ``inplace``: a node may write over an input whose count
-    falls to zero at that node; ``share``: a node may take a freed block
-    (the smallest that fits, else the largest, enlarged); ``parallel``:
-    blocks move only along one coloured path (``colour_paths``), and a
-    buffer read on several paths never frees its block."""
+    anything is allocated, by simulating the run with a reference count per
+    buffer (its readers still to run). ``inplace``, ``share`` and ``parallel``
+    switch the three rules on or off (lesson 09 measures each)."""
     readers = graph.readers()
     count = [len(r) + (b in graph.outputs) for b, r in enumerate(readers)]
     colour = colour_paths(graph) if parallel else [0] * len(graph.nodes)
@@ -1011,24 +1011,7 @@ class Executor:
     def __call__(self, *feeds):
         """The graph's outputs for these arrays (views of the plan's blocks:
         the next call writes over them)."""
-        traced = [self.graph.buffers[b] for b in self.graph.feeds]
-        if len(feeds) != len(traced):
-            # zip() would drop an extra feed without a word, and a missing one
-            # would fail deep inside a kernel: name the one that differs.
-            if len(feeds) > len(traced):
-                raise TypeError(f"Executor: {len(feeds)} feeds given, but the graph was traced "
-                                f"with {len(traced)}; feed {len(traced) + 1} and after are not "
-                                "inputs of the graph")
-            missing = traced[len(feeds)]
-            raise TypeError(f"Executor: feed {len(feeds) + 1} of {len(traced)} is missing (traced "
-                            f"as an array of shape {missing.shape} and dtype {missing.dtype})")
-        for k, (b, buffer, array) in enumerate(zip(self.graph.feeds, traced, feeds), 1):
-            if not isinstance(array, np.ndarray):
-                raise TypeError(f"Executor: feed {k} must be a numpy array, "
-                                f"got {type(array).__name__}")
-            if array.shape != buffer.shape or array.dtype != buffer.dtype:
-                raise ValueError(f"Executor: a feed of shape {array.shape} and dtype "
-                                 f"{array.dtype}, traced as {buffer.shape} {buffer.dtype}")
+        for b, array in zip(self.graph.feeds, check_feeds(self.graph, feeds)):
             self.arrays[b] = array
         arrays = self.arrays
         for node in self.graph.nodes:
@@ -1040,30 +1023,18 @@ class Executor:
 
 
 if __name__ == "__main__":
-    rng = np.random.RandomState(0)
-    x, t = rng.randn(256, 32), rng.randn(256, 1)
-    sizes = [32, 32, 32, 32, 1]
-    params = [Variable(rng.randn(n_in, n_out) / np.sqrt(n_in)) for n_in, n_out in
-              zip(sizes[:-1], sizes[1:])]
+    import sys
 
-    def mlp(x, t):
-        for k, W in enumerate(params):
-            x = matmul(x, W) if k == len(params) - 1 else sigmoid(matmul(x, W))
-        return mean_squared_error(x, t)
+    from dezero_mini.memory.plans import mlp_network, naive_total
 
-    for name, wrt in (("inference", ()), ("training", params)):
-        graph = trace(mlp, x, t, wrt=wrt)
-        naive = np.sum([graph.buffers[node.output].nbytes for node in graph.nodes])
+    stage = sys.modules[__name__]
+    network = mlp_network(stage)  # the course's standard workload: an MLP and its loss
+    for training in (False, True):
+        graph = network.trace(stage, training)
         plan = plan_memory(graph)
-        planned = Executor(plan)(x, t)
-        for p in params:
-            p.cleargrad()
-        loss = mlp(Variable(x), Variable(t))
-        if wrt:
-            loss.backward()
-        eager = [loss.data] + [p.grad for p in wrt]
-        same = all(np.array_equal(a, b) for a, b in zip(planned, eager))
-        print(f"{name:9}: {len(graph.nodes)} nodes, {naive / 1024:.0f} KiB if every buffer "
-              f"had its own array, {plan.total / 1024:.0f} KiB planned "
-              f"({naive / plan.total:.1f}x less; {len(plan.inplace_nodes)} nodes in place); "
-              f"the same bits as eager: {same}")
+        same = all(np.array_equal(a, b) for a, b in
+                   zip(Executor(plan)(*network.feeds), network.eager(stage, training)))
+        print(f"{'training' if training else 'inference':9}: {len(graph.nodes)} nodes, "
+              f"{naive_total(graph) / 1024:.0f} KiB if every buffer had its own array, "
+              f"{plan.total / 1024:.0f} KiB planned ({naive_total(graph) / plan.total:.1f}x "
+              f"less); the same bits as eager: {same}")

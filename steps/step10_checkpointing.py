@@ -1,20 +1,14 @@
 """Stage 10: checkpointing: keep some activations, recompute the rest in backward.
 
-Stage 08's framework (stage 09's planner is another way to the same end),
-plus one Function. A network of n layers keeps n activations for its
-backward. ``checkpoint(function, *inputs)`` makes a segment of it one node
-of the graph: its forward runs ``function`` under ``no_grad()`` and keeps
-only the inputs' arrays, so the activations inside the segment die as soon
-as the next operation has read them; its backward runs ``function`` again,
-this time with the graph, and backpropagates through that copy, which is
-freed as it goes. Cut n layers into about sqrt(n) segments and backward
-holds sqrt(n) boundaries plus one segment's graph: memory that grows like
-sqrt(n), for one more forward pass (Chen et al., "Training Deep Nets with
-Sublinear Memory Cost", 2016). The gradients are equal to the plain
-gradients up to the order in which contributions are summed; bit-identical
-for a chain: the same operations run on the same arrays, but a value read
-both inside and outside a segment gets the segment's contributions in a sum
-of their own, and floating-point addition is not associative.
+Stage 08's framework, plus one Function. ``checkpoint(function, *inputs)``
+makes a segment of layers one node of the graph: forward runs it under
+``no_grad()`` and keeps only the inputs; backward runs it again with the
+graph and backpropagates through that copy. With about sqrt(n) segments of
+n layers, memory grows like sqrt(n), for one more forward pass (Chen et al.,
+"Training Deep Nets with Sublinear Memory Cost", 2016). The lesson,
+notebooks/10_checkpointing.ipynb, measures it and says when the gradients
+are bit-identical to the plain ones (a chain) and when only equal up to the
+order of a sum.
 
 Run ``python steps/step10_checkpointing.py``.
 """
@@ -639,43 +633,16 @@ def checkpoint(function, *inputs):
 
 
 if __name__ == "__main__":
-    import gc
-    import tracemalloc
+    import sys
 
-    gc.disable()  # leave freeing to reference counting alone, as in the lessons
-    depth, width = 256, 32
-    rng = np.random.RandomState(0)
-    x = Variable(rng.randn(256, width))
-    layers = [(Variable(rng.randn(width, width) / np.sqrt(width * depth)),
-               Variable(np.zeros(width))) for _ in range(depth)]
+    from dezero_mini.memory.depth import DeepChain, sqrt_segments, step_peak
 
-    def layers_from(first, last):
-        def segment(h):
-            for W, b in layers[first:last]:
-                h = add(h, tanh(add(matmul(h, W), b)))  # a residual layer
-            return h
-        return segment
-
-    def peak_and_gradients(segment_length):
-        for p in [x] + [p for layer in layers for p in layer]:
-            p.cleargrad()
-        tracemalloc.start()
-        h = x
-        for first in range(0, depth, segment_length):
-            if segment_length == depth:  # no checkpoint: the plain graph
-                h = layers_from(0, depth)(h)
-            else:
-                h = checkpoint(layers_from(first, first + segment_length), h)
-        loss = sum(h)
-        del h
-        loss.backward()
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-        return peak, [x.grad] + [p.grad for layer in layers for p in layer]
-
-    plain_peak, plain_grads = peak_and_gradients(depth)
-    peak, grads = peak_and_gradients(16)
+    stage, depth = sys.modules[__name__], 256
+    segments = sqrt_segments(depth)
+    plain, cut = DeepChain(stage, depth=depth), DeepChain(stage, depth=depth, segments=segments)
+    plain_peak, peak = step_peak(plain), step_peak(cut)  # one training step each
     print(f"{depth} residual layers, one training step: peak {plain_peak / 2**20:.1f} MiB plain, "
-          f"{peak / 2**20:.1f} MiB with a checkpoint every 16 layers")
-    print("a chain: the gradients of x and of every parameter are the same, to the bit:",
-          all(np.array_equal(a, b) for a, b in zip(grads, plain_grads)))
+          f"{peak / 2**20:.1f} MiB in {segments} checkpointed segments "
+          f"({plain_peak / peak:.1f}x less)")
+    print("a chain: the gradient of every parameter is the same, to the bit:",
+          all(np.array_equal(p.grad, q.grad) for p, q in zip(plain.parameters, cut.parameters)))

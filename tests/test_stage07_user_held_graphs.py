@@ -25,10 +25,10 @@ from dezero_mini.memory.user_loops import LOOPS, objects_per_forward, record_loo
 
 STAGE = "step07_user_held_graphs"
 # Stage 07, where the loops are taught; 08, whose graph is made of Functions that keep
-# only what backward reads (other counts); 09, whose Function.__call__ gains the
-# tracer's branch; and dezero_mini, the framework learners use. Not stage 10: its
-# step file only adds checkpoint() to stage 08's, so the loops would run stage 08's
-# code again (stages_that_change checks that from the step files).
+# only what backward reads (other counts); and dezero_mini, the framework learners use.
+# Not stages 09 and 10: their step files only add the planner and checkpoint() to
+# stage 08's, so the loops would run stage 08's code again (stages_that_change checks
+# that from the step files).
 LOOP_STAGES = stages_that_change(7)
 # The tests that read a stage's records (``recorded``, made once per process) run in
 # one test process under `pytest -n`, so that none is made twice.

@@ -29,7 +29,8 @@ def number_of(stage_name):
 # Each contract runs on the stage that introduces it, on every later stage that
 # changes the framework it measures, and on dezero_mini (stages_that_change: a
 # stage whose step file only adds new names to the stage it builds on, as stage
-# 10 adds checkpoint() to stage 08, would run the very same code again).
+# 09 adds the planner and stage 10 checkpoint() to stage 08, would run the very
+# same code again).
 # The cases of one stage share its bench (its training record, made once per
 # process): xdist_group keeps them in one test process under `pytest -n`.
 CASES = [pytest.param(contract, stage, id=f"{contract.name}-{stage}",

@@ -29,9 +29,9 @@ STAGE = Stage(
           "an input that no one reads afterwards, buffers whose lifetimes do not overlap "
           "share a block, but never between nodes that could run in parallel; then the "
           "plan runs in preallocated arrays, with the same results as the eager run."),
-    change=("Add Config.tracer (None; Function.__call__ calls tracer.record(self, inputs, "
-            "outputs) when it is set). Add trace(fn, *feeds, wrt=()): run fn once on "
-            "Variables of the arrays feeds and return a Graph: buffers (each with shape, "
+    change=("Leave stage 08's framework as it is. Add trace(fn, *feeds, wrt=()): run fn "
+            "once on Variables of the arrays feeds, with Function.__call__ wrapped to record "
+            "each call (and put back after), and return a Graph: buffers (each with shape, "
             "dtype, nbytes), nodes in the order they run (each with kernel(out, *inputs), "
             "inputs and output, buffer numbers, and inplace, the inputs it may write "
             "over), feeds, leaves (buffer -> array bound once) and outputs (the result, "
