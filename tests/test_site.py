@@ -37,11 +37,7 @@ def test_every_lesson_links_to_how_we_measure(path):
 
 
 def _browser_or_skip():
-    """The system's Chromium and Playwright, or a skip that says in one line what is missing."""
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        pytest.skip("Playwright is not installed (pip install -e '.[site]'; make installs it)")
+    """The system's Chromium, or a skip that says in one line what is missing."""
     chromium, why = check_site.find_chromium()
     if chromium is None:
         pytest.skip(why)
