@@ -15,6 +15,7 @@ to go wrong and on "browsers" that do.
 | JavaScript that throws in evaluate          | PageError with the page's message                   |
 | a condition that never holds                | BrowserTimeout naming the condition and the page    |
 | requests answered, refused or let through   | intercept: Reply / REFUSE / None                    |
+| isolated pages, pages of the default context| nothing shared / storage shared                     |
 | the block ends (normally or on an error)    | no process of Chromium's group left                 |
 | SIGTERM or Ctrl-C (SIGINT) to the Python    | the block's end runs: no process left               |
 | the Python is killed (SIGKILL)              | Chromium ends itself when its pipe closes           |
@@ -224,6 +225,21 @@ def test_the_browsers_own_favicon_request_is_not_the_pages_problem(browser, tmp_
     assert any("HTTP 404" in p and "missing-icon.png" in p for p in linked.problems), linked.problems
     plain.close()
     linked.close()
+
+
+def test_isolated_pages_share_nothing_and_the_others_share_the_default_context(browser, tmp_path):
+    (tmp_path / "page.html").write_text("<p>storage</p>")
+    with check_site.serve(tmp_path) as base:
+        pages = {name: browser.new_page(isolated=name.startswith("isolated")) for name in
+                 ("shared 1", "shared 2", "isolated 1", "isolated 2")}
+        for page in pages.values():
+            page.goto(base + "page.html")
+        pages["shared 1"].evaluate("localStorage.setItem('seen', 'yes')")
+        pages["isolated 1"].evaluate("localStorage.setItem('seen', 'yes')")
+        seen = {name: page.evaluate("localStorage.getItem('seen')") for name, page in pages.items()}
+    assert seen == {"shared 1": "yes", "shared 2": "yes", "isolated 1": "yes", "isolated 2": None}
+    for page in pages.values():
+        page.close()
 
 
 def test_evaluate_returns_values_and_raises_what_the_page_threw(browser):

@@ -227,7 +227,7 @@ def browser_problems(html_dir: Path = HTML_DIR, *, chromium: str | None = None,
     searched = set()  # folders whose first page has tried the search
     with serve(html_dir) as base, Chromium(chromium) as browser:
         for name in pages:
-            page = browser.new_page(width=1280, height=900)
+            page = browser.new_page(width=1280, height=900, isolated=False)  # one reader, many tabs
             page.goto(base + name)  # waits for the load event: every image and script loaded or failed
             layout = page.evaluate(_IMAGES_JS)
             for image in layout["images"]:

@@ -321,14 +321,17 @@ class Chromium:
 
     # ----------------------------------------------------------- pages
 
-    def new_page(self, *, width: int = 1280, height: int = 900,
+    def new_page(self, *, width: int = 1280, height: int = 900, isolated: bool = True,
                  intercept: Callable[[str], Reply | str | None] | None = None) -> "Page":
-        """A blank page in a browser context of its own (no cookie or cache shared),
-        ``width`` x ``height`` CSS pixels. ``intercept(url)``, when given, sees every
-        request first and returns a Reply to answer it, REFUSE to fail it, or None
-        to let it through."""
-        context = self.send("Target.createBrowserContext")["browserContextId"]
-        target = self.send("Target.createTarget", {"url": "about:blank", "browserContextId": context})["targetId"]
+        """A blank page of ``width`` x ``height`` CSS pixels, in a browser context of its
+        own (no cookie, storage or cache shared with another page), or with
+        ``isolated=False`` in the browser's default context, shared by all such pages
+        (as a reader's tabs share theirs; quicker to open). ``intercept(url)``, when
+        given, sees every request first and returns a Reply to answer it, REFUSE to
+        fail it, or None to let it through."""
+        context = self.send("Target.createBrowserContext")["browserContextId"] if isolated else None
+        target = self.send("Target.createTarget", {"url": "about:blank", **(
+            {"browserContextId": context} if context else {})})["targetId"]
         session = self.send("Target.attachToTarget", {"targetId": target, "flatten": True})["sessionId"]
         page = Page(self, session, target, context, intercept)
         self._pages[session] = page
@@ -377,7 +380,7 @@ class Page:
     """One tab. ``problems`` collects, in words, what went wrong on it since it opened:
     "console error: ...", "uncaught error: ...", "request failed: URL", "HTTP 404: URL"."""
 
-    def __init__(self, browser: Chromium, session: str, target: str, context: str, intercept):
+    def __init__(self, browser: Chromium, session: str, target: str, context: str | None, intercept):
         self._browser = browser
         self._session = session
         self._target = target
@@ -534,7 +537,8 @@ class Page:
         self._browser._pages.pop(self._session, None)
         self.closed = True
         self._browser.send("Target.closeTarget", {"targetId": self._target})
-        self._browser.send("Target.disposeBrowserContext", {"browserContextId": self._context})
+        if self._context is not None:
+            self._browser.send("Target.disposeBrowserContext", {"browserContextId": self._context})
 
 
 def _short(expression: str, width: int = 60) -> str:
