@@ -16,6 +16,7 @@ to go wrong and on "browsers" that do.
 | a condition that never holds                | BrowserTimeout naming the condition and the page    |
 | requests answered, refused or let through   | intercept: Reply / REFUSE / None                    |
 | isolated pages, pages of the default context| nothing shared / storage shared                     |
+| a page's worker fetches and throws          | intercepted, and its error is the page's problem    |
 | the block ends (normally or on an error)    | no process of Chromium's group left                 |
 | SIGTERM or Ctrl-C (SIGINT) to the Python    | the block's end runs: no process left               |
 | the Python is killed (SIGKILL)              | Chromium ends itself when its pipe closes           |
@@ -292,6 +293,31 @@ def test_intercepted_requests_are_answered_refused_or_let_through(browser):
     assert "https://cdn.test/down.js" in page.failed_requests
     assert any(p.startswith("HTTP 404: https://course.test/gone.png") for p in page.problems), page.problems
     assert seen[:1] == ["https://course.test/page.html"] and "https://cdn.test/ok.js" in seen
+    page.close()
+    assert browser._replies == {}  # the replies to the answers, which nobody awaits, are not kept
+
+
+def test_a_workers_requests_and_errors_are_the_pages(browser):
+    worker_code = ("fetch('https://cdn.test/from-worker.json').then(r => r.text())"
+                   ".then(text => postMessage(text), e => postMessage('refused'));"
+                   "setTimeout(() => { throw new RangeError('worker failure') }, 0);")
+
+    def answer(url):
+        if url == "https://course.test/page.html":
+            return Reply(200, "<script>const w = new Worker('worker.js');"
+                              "w.onmessage = e => document.title = e.data;</script>",
+                         {"Content-Type": "text/html"})
+        if url == "https://course.test/worker.js":
+            return Reply(200, worker_code, {"Content-Type": "text/javascript"})
+        if url == "https://cdn.test/from-worker.json":
+            return Reply(200, "answered", {"Content-Type": "text/plain", "Access-Control-Allow-Origin": "*"})
+        return REFUSE
+
+    page = browser.new_page(intercept=answer)
+    page.goto("https://course.test/page.html")
+    assert page.wait_for("document.title", timeout=10, what="the worker's message") == "answered"
+    page.wait_for("new Promise(done => setTimeout(() => done(true), 200))")
+    assert any("RangeError: worker failure" in p for p in page.problems), page.problems
     page.close()
 
 

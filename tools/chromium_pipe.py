@@ -127,6 +127,7 @@ class Chromium:
         self._buffer = b""
         self._next_id = 0
         self._replies: dict[int, dict] = {}
+        self._awaited: set[int] = set()  # ids of the commands whose reply someone waits for
         self._pages: dict[str, Page] = {}
         self._selector: selectors.BaseSelector | None = None
         self._old_sigterm = None
@@ -273,6 +274,7 @@ class Chromium:
              *, timeout: float | None = None, what: str | None = None) -> dict:
         """Send a command and return its result; BrowserTimeout names ``what`` (or the command)."""
         command_id = self._post(method, params, session)
+        self._awaited.add(command_id)
         what = what or f"the answer to {method}"
         page = self._pages.get(session) if session else None
 
@@ -281,7 +283,10 @@ class Chromium:
                 page._check_alive(what)  # a crashed page answers nothing: say so at once
             return command_id in self._replies
 
-        self.pump(answered, timeout, what)
+        try:
+            self.pump(answered, timeout, what)
+        finally:
+            self._awaited.discard(command_id)
         reply = self._replies.pop(command_id)
         if "error" in reply:
             raise BrowserError(f"Chromium refused {method}: {reply['error'].get('message', reply['error'])}")
@@ -315,7 +320,8 @@ class Chromium:
         for raw in messages:
             message = json.loads(raw)
             if "id" in message:
-                self._replies[message["id"]] = message
+                if message["id"] in self._awaited:  # else the reply to a command posted without waiting
+                    self._replies[message["id"]] = message
             elif message.get("sessionId") in self._pages:
                 self._pages[message["sessionId"]]._on_event(message["method"], message.get("params", {}))
 
