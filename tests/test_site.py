@@ -19,6 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import check_site  # noqa: E402  (tools/ is not a package)
+import chromium_pipe  # noqa: E402
 import run_notebooks  # noqa: E402
 
 LESSONS = sorted(p for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb") if int(p.name[:2]) >= 1)
@@ -107,6 +108,21 @@ def test_browser_checks_find_errors_empty_and_too_wide_images(tmp_path):
     assert "900 px wide, wider than the text column (600 px)" in text
     assert "missing.png did not load" in text
     assert "HTTP 404" in text
+
+
+def test_check_site_says_in_one_line_when_the_browser_cannot_run(tmp_path, monkeypatch, capsys):
+    _page(tmp_path / "a.html", "<p>fine</p>")
+    broken = tmp_path / "broken-chromium"
+    broken.write_text("#!/bin/sh\necho 'cannot start: no display' >&2\nexit 5\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv(chromium_pipe.CHROMIUM_ENV, str(broken))
+    assert check_site.main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "the browser checks could not run: Chromium exited with code 5" in err
+    assert "cannot start: no display" in err and "Traceback" not in err
+    monkeypatch.setenv(chromium_pipe.CHROMIUM_ENV, str(tmp_path / "nowhere"))
+    assert check_site.main([str(tmp_path)]) == 0  # no browser: the static checks, and why not the others
+    assert "browser checks skipped" in capsys.readouterr().out
 
 
 # --------------------------------------------------- the course's site
