@@ -15,6 +15,7 @@ to go wrong and on "browsers" that do.
 | JavaScript that throws in evaluate          | PageError with the page's message                   |
 | a condition that never holds                | BrowserTimeout naming the condition and the page    |
 | requests answered, refused or let through   | intercept: Reply / REFUSE / None                    |
+| intercept raises, or returns something else | the request refused, the page's problems say why    |
 | isolated pages, pages of the default context| nothing shared / storage shared                     |
 | a page's worker fetches and throws          | intercepted, and its error is the page's problem    |
 | the block ends (normally or on an error)    | no process of Chromium's group left                 |
@@ -277,6 +278,8 @@ def test_intercepted_requests_are_answered_refused_or_let_through(browser):
         if url == "https://course.test/page.html":
             return Reply(200, "<script src='https://cdn.test/ok.js'></script>"
                               "<script src='https://cdn.test/down.js'></script>"
+                              "<script src='https://cdn.test/typo.js'></script>"
+                              "<script src='https://cdn.test/broken.js'></script>"
                               "<img src='https://course.test/gone.png'>",
                          {"Content-Type": "text/html"})
         if url.endswith("/ok.js"):
@@ -285,12 +288,19 @@ def test_intercepted_requests_are_answered_refused_or_let_through(browser):
             return Reply(404, "")
         if url.endswith("/down.js"):
             return REFUSE
+        if url.endswith("/typo.js"):
+            return "abort"  # not an answer the client knows
+        if url.endswith("/broken.js"):
+            raise KeyError("the test's own mistake")
         return None  # data: URLs and the rest go through
 
     page = browser.new_page(intercept=answer)
     page.goto("https://course.test/page.html")
     assert page.evaluate("window.answered") == "yes"
-    assert "https://cdn.test/down.js" in page.failed_requests
+    assert {f"https://cdn.test/{name}.js" for name in ("down", "typo", "broken")} <= set(page.failed_requests)
+    problems = "\n".join(page.problems)
+    assert "intercept('https://cdn.test/typo.js') returned 'abort', not a Reply, REFUSE or None" in problems
+    assert "intercept('https://cdn.test/broken.js') raised KeyError" in problems
     assert any(p.startswith("HTTP 404: https://course.test/gone.png") for p in page.problems), page.problems
     assert seen[:1] == ["https://course.test/page.html"] and "https://cdn.test/ok.js" in seen
     page.close()

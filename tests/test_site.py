@@ -110,6 +110,32 @@ def test_browser_checks_find_errors_empty_and_too_wide_images(tmp_path):
     assert "HTTP 404" in text
 
 
+SEARCH_BOX = ("<button id='search-toggle' onclick=\"document.getElementById('searchbar').hidden = false\">"
+              "search</button><input id='searchbar' hidden><div id='searchresults'></div>")
+# On each keyup, as mdBook's search does: a result that leads to `target` once the word is typed.
+SEARCH_SCRIPT = ("<script>document.getElementById('searchbar').addEventListener('keyup', e => {{"
+                 "  if (e.target.value === {word!r}) document.getElementById('searchresults').innerHTML ="
+                 "    \"<a href='{target}'>found</a>\"; }});</script>")
+
+
+def test_browser_checks_type_into_the_search_and_read_its_results(tmp_path):
+    chromium = _browser_or_skip()
+    word = check_site.SEARCH_WORD
+    cases = {  # folder: (page body, the problem expected, or None)
+        "finds": (SEARCH_BOX + SEARCH_SCRIPT.format(word=word, target="03_weakref.html#x"), None),
+        "elsewhere": (SEARCH_BOX + SEARCH_SCRIPT.format(word=word, target="04_other.html"),
+                      f"searching for {word!r} found no page 03_*: ['04_other.html']"),
+        "silent": (SEARCH_BOX, f"searching for {word!r} found nothing"),
+        "no_box": ("<p>no search here</p>", "no search button"),
+    }
+    for folder, (body, _) in cases.items():
+        _page(tmp_path / folder / "page.html", body)
+    problems = check_site.browser_problems(tmp_path, chromium=chromium)
+    for folder, (_, expected) in cases.items():
+        mine = [p for p in problems if p.startswith(f"{folder}/page.html: ")]
+        assert [p.split(": ", 1)[1] for p in mine] == ([expected] if expected else []), problems
+
+
 def test_check_site_says_in_one_line_when_the_browser_cannot_run(tmp_path, monkeypatch, capsys):
     _page(tmp_path / "a.html", "<p>fine</p>")
     broken = tmp_path / "broken-chromium"

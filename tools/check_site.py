@@ -183,14 +183,15 @@ def _search_problems(page, where):
     """Open the search box, type a word of the course, expect a result that leads to its chapter."""
     opened = page.evaluate(f"""(() => {{
       const toggle = document.querySelector({json.dumps(_TOGGLES)});
-      if (!toggle) return false;
+      if (!toggle) return 'no search button';
       toggle.click();
       const bar = document.querySelector({json.dumps(_SEARCH_BAR)});
-      if (bar) bar.focus();
-      return !!bar;
+      if (!bar) return 'no search bar after a click on the search button';
+      bar.focus();
+      return '';
     }})()""")
-    if not opened:
-        return [f"{where}: no search button (or no search bar behind it)"]
+    if opened:
+        return [f"{where}: {opened}"]
     page.type(SEARCH_WORD)  # mdBook searches on keyup
     try:
         hrefs = page.wait_for(f"""(() => {{

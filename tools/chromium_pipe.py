@@ -16,6 +16,9 @@ page's ``sessionId``. The commands and events used here are those of the
 protocol's reference, https://chromedevtools.github.io/devtools-protocol/
 (Target, Page, Runtime, Log, Network, Fetch, Emulation, Input, Inspector).
 
+POSIX only (Linux, macOS): the pipe's two ends are handed over as file
+descriptors.
+
 Nothing is left running: Chromium is started in a process group of its own
 (so that a Ctrl-C in the terminal does not reach it half-way) and the whole
 group is killed when the ``Chromium`` block ends, however it ends: normally,
@@ -437,15 +440,18 @@ class Page:
             decision = REFUSE
         if decision is None:
             self._browser._post("Fetch.continueRequest", {"requestId": request_id}, self._session)
-        elif decision == REFUSE:
-            self._browser._post("Fetch.failRequest", {"requestId": request_id, "errorReason": "Failed"},
-                                self._session)
-        else:
+        elif isinstance(decision, Reply):
             body = decision.body.encode() if isinstance(decision.body, str) else decision.body
             headers = [{"name": k, "value": v} for k, v in decision.headers.items()]
             self._browser._post("Fetch.fulfillRequest", {
                 "requestId": request_id, "responseCode": decision.status, "responseHeaders": headers,
                 "body": base64.b64encode(body).decode()}, self._session)
+        else:
+            if decision is not REFUSE:
+                self.problems.append(f"intercept({url!r}) returned {decision!r}, "
+                                     "not a Reply, REFUSE or None: the request was refused")
+            self._browser._post("Fetch.failRequest", {"requestId": request_id, "errorReason": "Failed"},
+                                self._session)
 
     def _send(self, method: str, params: dict | None = None, *, timeout: float | None = None,
               what: str | None = None) -> dict:
