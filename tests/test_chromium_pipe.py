@@ -13,6 +13,7 @@ to go wrong and on "browsers" that do.
 | the page crashes                            | BrowserError: the page crashed, what was awaited    |
 | a page that throws, logs an error, 404s     | page.problems, in words                             |
 | JavaScript that throws in evaluate          | PageError with the page's message                   |
+| a page that sends the tab on at once        | goto waits for the load of the page it went to      |
 | a condition that never holds                | BrowserTimeout naming the condition and the page    |
 | requests answered, refused or let through   | intercept: Reply / REFUSE / None                    |
 | intercept raises, or returns something else | the request refused, the page's problems say why    |
@@ -22,11 +23,14 @@ to go wrong and on "browsers" that do.
 | SIGTERM or Ctrl-C (SIGINT) to the Python    | the block's end runs: no process left               |
 | the Python is killed (SIGKILL)              | Chromium ends itself when its pipe closes           |
 """
+import functools
+import http.server
 import os
 import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -242,6 +246,38 @@ def test_isolated_pages_share_nothing_and_the_others_share_the_default_context(b
     assert seen == {"shared 1": "yes", "shared 2": "yes", "isolated 1": "yes", "isolated 2": None}
     for page in pages.values():
         page.close()
+
+
+class _SlowImageHandler(http.server.SimpleHTTPRequestHandler):
+    """Serves the folder; /slow.png answers (404) only after a second."""
+
+    def do_GET(self):
+        if self.path == "/slow.png":
+            time.sleep(1)
+        super().do_GET()
+
+    def log_message(self, *args):
+        pass
+
+
+def test_goto_waits_for_the_document_a_page_sends_the_tab_on_to(browser, tmp_path):
+    # start.html moves on at once, and its own load event never comes (its image is slow):
+    # goto waits for the load of the page it moved to, as a reader's tab shows it.
+    (tmp_path / "start.html").write_text("<script>location.replace('next.html')</script><img src='slow.png'>")
+    (tmp_path / "next.html").write_text("<p id='next'>arrived</p>")
+    handler = functools.partial(_SlowImageHandler, directory=str(tmp_path))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        base = f"http://127.0.0.1:{server.server_address[1]}/"
+        page = browser.new_page()
+        page.goto(base + "start.html", timeout=10)
+        assert page.url == base + "next.html"
+        assert page.evaluate("document.readyState") == "complete"
+        page.close()
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_evaluate_returns_values_and_raises_what_the_page_threw(browser):

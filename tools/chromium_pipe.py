@@ -397,6 +397,7 @@ class Page:
         self._intercept = intercept
         self._urls: dict[str, str] = {}  # request id -> URL
         self._loads: set[str] = set()    # loader ids whose load event fired
+        self._shown: str | None = None   # loader id of the document the tab shows (its main frame's)
         self._own_requests: set[str] = set()  # request ids of the browser's own favicon requests
         self._crashed = False
         self.problems: list[str] = []
@@ -425,6 +426,8 @@ class Page:
             self.problems.append(f"request failed: {url} ({params.get('errorText', '')})")
         elif method == "Page.lifecycleEvent" and params.get("name") == "load":
             self._loads.add(params.get("loaderId", ""))
+        elif method == "Page.frameNavigated" and not params["frame"].get("parentId"):
+            self._shown = params["frame"].get("loaderId")
         elif method == "Inspector.targetCrashed":
             self._crashed = True
         elif method == "Fetch.requestPaused":
@@ -465,15 +468,20 @@ class Page:
         return False
 
     def goto(self, url: str, *, timeout: float | None = None) -> None:
-        """Open ``url`` and wait for its load event (every image, script and style loaded or failed)."""
+        """Open ``url`` and wait for the load event (every image, script and style loaded or
+        failed) of the document the tab then shows: ``url``'s, or, when ``url`` sends the tab
+        on at once (a script's location.replace), the one it was sent to."""
+        self._shown = None
         result = self._send("Page.navigate", {"url": url}, timeout=timeout, what=f"Chromium to start loading {url}")
         if result.get("errorText"):
             raise BrowserError(f"could not open {url}: {result['errorText']}")
         loader = result.get("loaderId")
         if loader is None:  # a move inside the same document: nothing more to load
             return
+        if self._shown is None:
+            self._shown = loader
         what = f"the load event of {url}"
-        self._browser.pump(lambda: self._check_alive(what) or loader in self._loads, timeout, what)
+        self._browser.pump(lambda: self._check_alive(what) or self._shown in self._loads, timeout, what)
 
     def evaluate(self, expression: str, *, timeout: float | None = None, what: str | None = None):
         """The value (as JSON) of a JavaScript expression in the page; a promise is awaited.
