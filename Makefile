@@ -16,7 +16,7 @@ VENV   := .venv
 VPY    := $(VENV)/bin/python
 # The extras of pyproject.toml that each command installs: the book's, then the tests' on top.
 BOOK_EXTRAS := book,data,tools
-TEST_EXTRAS := $(BOOK_EXTRAS),widgets,site,test
+TEST_EXTRAS := $(BOOK_EXTRAS),widgets,test
 # Touched after a successful install of each set; pip runs again only when pyproject.toml is newer.
 BOOK_STAMP := $(VENV)/.installed-book
 TEST_STAMP := $(VENV)/.installed-test
@@ -116,8 +116,8 @@ dot:
 	echo "      system's package manager (e.g. sudo dnf install graphviz), then run make again." >&2; \
 	exit 1
 
-# Chromium: tests/test_site.py opens every page of the built book in it (Playwright
-# drives the system's browser; its own browser download is never used). Installed
+# Chromium: tests/test_site.py opens every page of the built book in it (driven over
+# its DevTools pipe by tools/chromium_pipe.py, with the standard library). Installed
 # here when that needs no questions (root with apt-get); where it cannot be, make goes
 # on and the browser checks are skipped with one line that says why.
 CHROMIUM_NAMES := chromium chromium-browser google-chrome google-chrome-stable

@@ -188,9 +188,8 @@ def test_bytes_note_is_not_printed_on_cpython(monkeypatch, capsys):
 # --- the WebAssembly drawing, run in Chromium (the network replaced by answers of the test) ---
 @pytest.mark.parametrize("cdn_up", [True, False], ids=["cdn-answers", "no-internet"])
 def test_wasm_html_draws_or_says_it_needs_internet_in_chromium(cdn_up):
-    sync_api = pytest.importorskip("playwright.sync_api")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-    from check_site import find_chromium
+    from chromium_pipe import Chromium, REFUSE, Reply, find_chromium
 
     chromium, why = find_chromium()
     if chromium is None:
@@ -200,33 +199,26 @@ def test_wasm_html_draws_or_says_it_needs_internet_in_chromium(cdn_up):
     fake_module = ('export const Graphviz = { load: async () => ({ layout: (dot, format, engine) => '
                    '`<svg id="drawn" data-engine="${engine}" data-format="${format}">'
                    '<text>${dot.split("\\n")[0]}</text></svg>` }) };')
-    with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
-        try:
-            context = browser.new_context()
 
-            def answer(route):
-                if route.request.url == "https://course.test/page.html":
-                    route.fulfill(status=200, content_type="text/html", body=page_html)
-                elif route.request.url == WASM_GRAPHVIZ_URL and cdn_up:
-                    route.fulfill(status=200, content_type="text/javascript", body=fake_module,
-                                  headers={"Access-Control-Allow-Origin": "*"})
-                else:
-                    route.abort()
+    def answer(url):
+        if url == "https://course.test/page.html":
+            return Reply(200, page_html, {"Content-Type": "text/html"})
+        if url == WASM_GRAPHVIZ_URL and cdn_up:
+            return Reply(200, fake_module, {"Content-Type": "text/javascript",
+                                            "Access-Control-Allow-Origin": "*"})
+        return REFUSE
 
-            context.route("**/*", answer)
-            page = context.new_page()
-            page.goto("https://course.test/page.html")
-            if cdn_up:
-                drawn = page.wait_for_selector("svg#drawn", timeout=20_000)
-                assert drawn.get_attribute("data-engine") == "dot"
-                assert drawn.get_attribute("data-format") == "svg"
-                assert drawn.text_content().startswith("digraph refgraph")
-            else:
-                page.wait_for_function(
-                    "document.body.innerText.includes('connect to the internet')", timeout=20_000)
-                text = page.inner_text("body")
-                assert "digraph refgraph" in text  # the DOT text stays on the page
-        finally:
-            browser.close()
+    with Chromium(chromium) as browser:
+        page = browser.new_page(intercept=answer)
+        page.goto("https://course.test/page.html")
+        if cdn_up:
+            drawn = page.wait_for("""(() => { const svg = document.querySelector('svg#drawn');
+                return svg && {engine: svg.dataset.engine, format: svg.dataset.format,
+                               text: svg.textContent}; })()""", timeout=20, what="the drawn <svg>")
+            assert drawn["engine"] == "dot"
+            assert drawn["format"] == "svg"
+            assert drawn["text"].startswith("digraph refgraph")
+        else:
+            page.wait_for("document.body.innerText.includes('connect to the internet')", timeout=20)
+            text = page.evaluate("document.body.innerText")
+            assert "digraph refgraph" in text  # the DOT text stays on the page

@@ -6,6 +6,7 @@ import ast
 import contextlib
 import functools
 import http.server
+import json
 import shutil
 import subprocess
 import sys
@@ -279,40 +280,39 @@ def chromium_page(built_preview):
     off the local server (Pyodide's CDN) is answered with an empty 200 when
     ``cdn_up``, else refused: the network is never used. Returns (page, base URL,
     the URLs asked for off the server)."""
-    playwright = pytest.importorskip("playwright.sync_api")
-    from check_site import find_chromium
+    from chromium_pipe import Chromium, REFUSE, Reply, find_chromium
 
     chromium, why = find_chromium()
     if chromium is None:
         pytest.skip(why)
-    with served(built_preview) as url, playwright.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=chromium, args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking"])
+    with served(built_preview) as url, Chromium(chromium, extra_args=("--disable-gpu",)) as browser:
 
         def open_page(cdn_up):
-            context = browser.new_context()
             asked = []
 
-            def answer(route):
-                asked.append(route.request.url)
-                route.fulfill(status=200, body="") if cdn_up else route.abort()
+            def answer(request_url):
+                if request_url.startswith(url):
+                    return None  # the preview itself, from the local server
+                asked.append(request_url)
+                return Reply(200) if cdn_up else REFUSE
 
-            context.route(lambda u: not u.startswith(url), answer)
-            page = context.new_page()
-            page.on("requestfailed", lambda request: asked.append(request.url))
-            return page, url, asked
+            return browser.new_page(intercept=answer), url, asked
 
-        try:
-            yield open_page
-        finally:
-            browser.close()
+        yield open_page
+
+
+def _where_the_page_is(page, ending, timeout):
+    """Wait until the page's address ends with ``ending``."""
+    page.wait_for(f"location.href.endsWith({json.dumps(ending)})", timeout=timeout,
+                  what=f"the address to end with {ending!r}")
 
 
 @needs_lite_tools
 def test_without_internet_the_preview_says_it_needs_it(chromium_page):
     page, url, asked = chromium_page(cdn_up=False)
     page.goto(url + preview_url("01_leaking_graph").split("/", 1)[1])
-    message = page.wait_for_selector("#no-internet", timeout=30_000).inner_text()
+    message = page.wait_for("document.querySelector('#no-internet')?.innerText", timeout=30,
+                            what="the #no-internet message")
     assert "needs internet" in message and "cdn.jsdelivr.net" in message
     assert any("pyodide" in u for u in asked), asked
 
@@ -321,18 +321,19 @@ def test_without_internet_the_preview_says_it_needs_it(chromium_page):
 def test_with_internet_the_preview_opens_the_lesson(chromium_page):
     page, url, asked = chromium_page(cdn_up=True)
     page.goto(url + preview_url("01_leaking_graph").split("/", 1)[1])
-    page.wait_for_url("**/notebooks/index.html?path=notebooks/01_leaking_graph.ipynb", timeout=30_000)
+    _where_the_page_is(page, "/notebooks/index.html?path=notebooks/01_leaking_graph.ipynb", timeout=30)
     title = build_book.chapter_title(nbformat.read(ROOT / "notebooks" / "01_leaking_graph.ipynb", 4), "")
     # the lesson is open: its title is in the page (its cell, its table of contents)
-    page.get_by_text(title).first.wait_for(state="attached", timeout=90_000)
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=30_000)
+    page.wait_for(f"document.body.textContent.includes({json.dumps(title)})", timeout=90,
+                  what=f"the lesson's title {title!r}")
+    page.wait_for("!!document.querySelector('.jp-Notebook .jp-Cell')", timeout=30, what="a notebook cell")
 
 
 @needs_lite_tools
 def test_a_start_page_path_off_the_notebooks_is_not_followed(chromium_page):
     page, url, _ = chromium_page(cdn_up=True)
     page.goto(url + "start.html?path=https://example.org/x.ipynb")
-    page.wait_for_url("**/notebooks/index.html", timeout=30_000)
+    _where_the_page_is(page, "/notebooks/index.html", timeout=30)
     assert page.url == url + "notebooks/index.html"
 
 

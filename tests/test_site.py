@@ -19,6 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import check_site  # noqa: E402  (tools/ is not a package)
+import chromium_pipe  # noqa: E402
 import run_notebooks  # noqa: E402
 
 LESSONS = sorted(p for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb") if int(p.name[:2]) >= 1)
@@ -37,11 +38,7 @@ def test_every_lesson_links_to_how_we_measure(path):
 
 
 def _browser_or_skip():
-    """The system's Chromium and Playwright, or a skip that says in one line what is missing."""
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        pytest.skip("Playwright is not installed (pip install -e '.[site]'; make installs it)")
+    """The system's Chromium, or a skip that says in one line what is missing."""
     chromium, why = check_site.find_chromium()
     if chromium is None:
         pytest.skip(why)
@@ -111,6 +108,47 @@ def test_browser_checks_find_errors_empty_and_too_wide_images(tmp_path):
     assert "900 px wide, wider than the text column (600 px)" in text
     assert "missing.png did not load" in text
     assert "HTTP 404" in text
+
+
+SEARCH_BOX = ("<button id='search-toggle' onclick=\"document.getElementById('searchbar').hidden = false\">"
+              "search</button><input id='searchbar' hidden><div id='searchresults'></div>")
+# On each keyup, as mdBook's search does: a result that leads to `target` once the word is typed.
+SEARCH_SCRIPT = ("<script>document.getElementById('searchbar').addEventListener('keyup', e => {{"
+                 "  if (e.target.value === {word!r}) document.getElementById('searchresults').innerHTML ="
+                 "    \"<a href='{target}'>found</a>\"; }});</script>")
+
+
+def test_browser_checks_type_into_the_search_and_read_its_results(tmp_path):
+    chromium = _browser_or_skip()
+    word = check_site.SEARCH_WORD
+    cases = {  # folder: (page body, the problem expected, or None)
+        "finds": (SEARCH_BOX + SEARCH_SCRIPT.format(word=word, target="03_weakref.html#x"), None),
+        "elsewhere": (SEARCH_BOX + SEARCH_SCRIPT.format(word=word, target="04_other.html"),
+                      f"searching for {word!r} found no page 03_*: ['04_other.html']"),
+        "silent": (SEARCH_BOX, f"searching for {word!r} found nothing"),
+        "no_box": ("<p>no search here</p>", "no search button"),
+    }
+    for folder, (body, _) in cases.items():
+        _page(tmp_path / folder / "page.html", body)
+    problems = check_site.browser_problems(tmp_path, chromium=chromium)
+    for folder, (_, expected) in cases.items():
+        mine = [p for p in problems if p.startswith(f"{folder}/page.html: ")]
+        assert [p.split(": ", 1)[1] for p in mine] == ([expected] if expected else []), problems
+
+
+def test_check_site_says_in_one_line_when_the_browser_cannot_run(tmp_path, monkeypatch, capsys):
+    _page(tmp_path / "a.html", "<p>fine</p>")
+    broken = tmp_path / "broken-chromium"
+    broken.write_text("#!/bin/sh\necho 'cannot start: no display' >&2\nexit 5\n")
+    broken.chmod(0o755)
+    monkeypatch.setenv(chromium_pipe.CHROMIUM_ENV, str(broken))
+    assert check_site.main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "the browser checks could not run: Chromium exited with code 5" in err
+    assert "cannot start: no display" in err and "Traceback" not in err
+    monkeypatch.setenv(chromium_pipe.CHROMIUM_ENV, str(tmp_path / "nowhere"))
+    assert check_site.main([str(tmp_path)]) == 0  # no browser: the static checks, and why not the others
+    assert "browser checks skipped" in capsys.readouterr().out
 
 
 # --------------------------------------------------- the course's site

@@ -11,8 +11,8 @@ test suite builds):
   every image, SVG, script and style sheet a page refers to exists and is not
   empty.
 * ``browser_problems(html_dir)``: every page opened in a real headless
-  Chromium (the system's, driven by Playwright; Playwright's own browser
-  download is never used) over a local HTTP server: no console error, no
+  Chromium (the system's, driven over its DevTools pipe by
+  tools/chromium_pipe.py) over a local HTTP server: no console error, no
   failed request, every image that the reader can see loaded and drawn at a
   size above 0x0 and no wider than the text column, and the search box
   finding a word of the course (on the first page of each folder: what search
@@ -27,9 +27,8 @@ from __future__ import annotations
 import argparse
 import functools
 import http.server
-import os
+import json
 import re
-import shutil
 import sys
 import threading
 from contextlib import contextmanager
@@ -37,10 +36,11 @@ from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/ is not a package
+from chromium_pipe import BrowserError, BrowserTimeout, Chromium, find_chromium  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 HTML_DIR = ROOT / "build" / "book" / "html"
-CHROMIUM_ENV = "DEZERO_MINI_CHROMIUM"
-CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 # mdBook's print.html repeats every chapter (its links are checked statically) and
 # asks the browser to print; 404.html is written for the site's root URL; toc.html
 # is the sidebar for browsers without JavaScript, shown inside the other pages.
@@ -122,19 +122,12 @@ def static_problems(html_dir: Path = HTML_DIR) -> list[str]:
 # ------------------------------------------------------------------ the browser
 
 
-def find_chromium() -> tuple[str | None, str]:
-    """(path of a Chromium, "") or (None, why there is none), in one line."""
-    override = os.environ.get(CHROMIUM_ENV)
-    if override:
-        if Path(override).is_file():
-            return override, ""
-        return None, f"{CHROMIUM_ENV}={override} is not a file"
-    for name in CHROMIUM_NAMES:
-        found = shutil.which(name)
-        if found:
-            return found, ""
-    return None, ("no Chromium on PATH (make installs it with apt-get as root; else "
-                  f"`sudo apt-get install chromium`, or set {CHROMIUM_ENV})")
+class _QuietServer(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        """A browser that hangs up in the middle of an answer (its page was closed) is no
+        problem of the site; anything else is printed as usual."""
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)
 
 
 class _QuietHandler(http.server.SimpleHTTPRequestHandler):
@@ -147,7 +140,7 @@ def serve(html_dir: Path):
     """The site over HTTP on localhost (as a reader's browser gets it; search
     loads its index with a request that file:// pages may not make)."""
     handler = functools.partial(_QuietHandler, directory=str(html_dir))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    server = _QuietServer(("127.0.0.1", 0), handler)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -159,7 +152,7 @@ def serve(html_dir: Path):
 
 # Run in the page: every image the reader can see (not inside a closed
 # <details>), its natural and drawn size, and the width of the text column.
-_IMAGES_JS = """() => {
+_IMAGES_JS = """(() => {
   const column = document.querySelector('main') || document.body;
   const box = column.getBoundingClientRect();
   const style = getComputedStyle(column);
@@ -178,24 +171,35 @@ _IMAGES_JS = """() => {
                width: r.width, height: r.height, left: r.left, right: r.right});
   }
   return {left, right, images: seen};
-}"""
+})()"""
+
+
+_TOGGLES = "#mdbook-search-toggle, #search-toggle"
+_SEARCH_BAR = "#mdbook-searchbar, #searchbar"
+_RESULT_LINKS = "#mdbook-searchresults a, #searchresults a"
 
 
 def _search_problems(page, where):
     """Open the search box, type a word of the course, expect a result that leads to its chapter."""
-    toggle = page.locator("#mdbook-search-toggle, #search-toggle").first
-    if toggle.count() == 0:
-        return [f"{where}: no search button"]
-    toggle.click()
-    bar = page.locator("#mdbook-searchbar, #searchbar").first
-    bar.fill(SEARCH_WORD[:-1])
-    bar.press(SEARCH_WORD[-1])  # mdBook searches on keyup
-    results = page.locator("#mdbook-searchresults a, #searchresults a")
+    opened = page.evaluate(f"""(() => {{
+      const toggle = document.querySelector({json.dumps(_TOGGLES)});
+      if (!toggle) return 'no search button';
+      toggle.click();
+      const bar = document.querySelector({json.dumps(_SEARCH_BAR)});
+      if (!bar) return 'no search bar after a click on the search button';
+      bar.focus();
+      return '';
+    }})()""")
+    if opened:
+        return [f"{where}: {opened}"]
+    page.type(SEARCH_WORD)  # mdBook searches on keyup
     try:
-        results.first.wait_for(state="attached", timeout=3000)
-    except Exception:  # playwright's TimeoutError; no other failure is expected here
+        hrefs = page.wait_for(f"""(() => {{
+          const links = [...document.querySelectorAll({json.dumps(_RESULT_LINKS)})];
+          return links.length && links.map(a => a.getAttribute('href') || '');
+        }})()""", timeout=3, what=f"search results for {SEARCH_WORD!r}")
+    except BrowserTimeout:
         return [f"{where}: searching for {SEARCH_WORD!r} found nothing"]
-    hrefs = [results.nth(k).get_attribute("href") or "" for k in range(results.count())]
     if not any(SEARCH_RESULT_PAGE in href for href in hrefs):
         return [f"{where}: searching for {SEARCH_WORD!r} found no page {SEARCH_RESULT_PAGE}*: {hrefs[:5]}"]
     return []
@@ -213,55 +217,39 @@ def browser_problems(html_dir: Path = HTML_DIR, *, chromium: str | None = None,
                      pages: list[str] | None = None, search: bool = True,
                      screenshots: Path | None = None, shoot: tuple[str, ...] = ()) -> list[str]:
     """Open every page (or ``pages``, paths relative to ``html_dir``) in headless
-    Chromium; return what went wrong. ``screenshots``: a folder where the pages
+    Chromium (``chromium``, or the one find_chromium finds: BrowserError when there
+    is none, or when it fails); return what went wrong. ``screenshots``: a folder where the pages
     named in ``shoot`` are saved as PNG (the whole page)."""
-    from playwright.sync_api import sync_playwright
-
     html_dir = Path(html_dir).resolve()
-    if chromium is None:
-        chromium, why = find_chromium()
-        if chromium is None:
-            raise RuntimeError(why)
     if pages is None:
         pages = sorted(p.relative_to(html_dir).as_posix() for p in html_dir.rglob("*.html")
                        if p.name not in NOT_OPENED and is_book_page(p))
     problems = []
     searched = set()  # folders whose first page has tried the search
-    with serve(html_dir) as base, sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
-        try:
-            context = browser.new_context(viewport={"width": 1280, "height": 900})
-            for name in pages:
-                page = context.new_page()
-                seen = []
-                page.on("console", lambda msg, seen=seen: seen.append(f"console {msg.type}: {msg.text}")
-                        if msg.type == "error" else None)
-                page.on("pageerror", lambda exc, seen=seen: seen.append(f"uncaught error: {exc}"))
-                page.on("requestfailed", lambda req, seen=seen: seen.append(f"request failed: {req.url}"))
-                page.on("response", lambda resp, seen=seen: seen.append(f"HTTP {resp.status}: {resp.url}")
-                        if resp.status >= 400 else None)
-                page.goto(base + name, wait_until="load")  # every image and script loaded or failed
-                problems += [f"{name}: {text}" for text in seen]
-                layout = page.evaluate(_IMAGES_JS)
-                for image in layout["images"]:
-                    shown = f"{name}: <{image['tag']}> {image['src']}"
-                    if not image["complete"] or image["natural"] == 0:
-                        problems.append(f"{shown} did not load")
-                    elif image["width"] < 1 or image["height"] < 1:
-                        problems.append(f"{shown} is drawn at {image['width']:.0f}x{image['height']:.0f}")
-                    elif image["right"] > layout["right"] + 1 or image["left"] < layout["left"] - 1:
-                        problems.append(f"{shown} is {image['width']:.0f} px wide, wider than the text "
-                                        f"column ({layout['right'] - layout['left']:.0f} px)")
-                if screenshots is not None and name in shoot:
-                    screenshots.mkdir(parents=True, exist_ok=True)
-                    page.screenshot(path=str(screenshots / (Path(name).stem + ".png")), full_page=True)
-                folder = str(Path(name).parent)
-                if search and folder not in searched:
-                    searched.add(folder)
-                    problems += _search_problems(page, name)
-                page.close()
-        finally:
-            browser.close()
+    with serve(html_dir) as base, Chromium(chromium) as browser:
+        for name in pages:
+            page = browser.new_page(width=1280, height=900, isolated=False)  # one reader, many tabs
+            page.goto(base + name)  # waits for the load event: every image and script loaded or failed
+            layout = page.evaluate(_IMAGES_JS)
+            for image in layout["images"]:
+                shown = f"{name}: <{image['tag']}> {image['src']}"
+                if not image["complete"] or image["natural"] == 0:
+                    problems.append(f"{shown} did not load")
+                elif image["width"] < 1 or image["height"] < 1:
+                    problems.append(f"{shown} is drawn at {image['width']:.0f}x{image['height']:.0f}")
+                elif image["right"] > layout["right"] + 1 or image["left"] < layout["left"] - 1:
+                    problems.append(f"{shown} is {image['width']:.0f} px wide, wider than the text "
+                                    f"column ({layout['right'] - layout['left']:.0f} px)")
+            if screenshots is not None and name in shoot:
+                screenshots.mkdir(parents=True, exist_ok=True)
+                page.screenshot(screenshots / (Path(name).stem + ".png"), full_page=True)
+            folder = str(Path(name).parent)
+            if search and folder not in searched:
+                searched.add(folder)
+                problems += _search_problems(page, name)
+            page.close()
+            # console errors, uncaught errors, failed requests and HTTP errors, in the order heard
+            problems += [f"{name}: {text}" for text in page.problems]
     return problems
 
 
@@ -277,8 +265,12 @@ def main(argv: list[str] | None = None) -> int:
         if chromium is None:
             print(f"browser checks skipped: {why}")
         else:
-            problems += browser_problems(args.html_dir, chromium=chromium, screenshots=args.screenshots,
-                                         shoot=("index.html", "01_leaking_graph.html"))
+            try:
+                problems += browser_problems(args.html_dir, chromium=chromium, screenshots=args.screenshots,
+                                             shoot=("index.html", "01_leaking_graph.html"))
+            except BrowserError as exc:
+                print(f"check_site: the browser checks could not run: {exc}", file=sys.stderr)
+                return 2
     for problem in problems:
         print(problem)
     print(f"{len(problems)} problem(s) in {args.html_dir}")
