@@ -58,8 +58,21 @@ def _data(x):
 def _const(value, like):
     """A 0-d array of ``like``'s dtype: a bare Python number would become a
     float64 array in a Variable operation and turn float32 gradients into
-    float64 (NumPy 2 promotes 0-d arrays like any other array)."""
-    return np.asarray(value, dtype=like.dtype)
+    float64 (NumPy 2 promotes 0-d arrays like any other array). For integer
+    and bool ``like`` it is float64, as NumPy's mean of integers is: in their
+    dtype, the 1/3 of a mean over three would be 0."""
+    dtype = like.dtype if np.issubdtype(like.dtype, np.inexact) else np.float64
+    return np.asarray(value, dtype=dtype)
+
+
+def _inexact(x):
+    """``x`` (an array) as NumPy's ``exp`` would compute it: integers and bools
+    as floats (float16 for 8-bit ones, float64 for int64), floats unchanged.
+    For functions that subtract before ``exp``: on uint8 the subtraction
+    itself would wrap (0 - 3 is 253) and give nan."""
+    if np.issubdtype(x.dtype, np.inexact):
+        return x
+    return x.astype(np.result_type(x.dtype, np.float16))
 
 
 # A backward formula runs on arrays in an ordinary backward pass and on
@@ -292,6 +305,7 @@ class Softmax(Function):
 
     def forward(self, x):
         self.axis = utils.normalize_axes(self.axis, x.ndim)
+        x = _inexact(x)  # the result is a float, as np.exp's is
         if x.size == 0:
             self.y = np.exp(x)
             return self.y  # nothing to normalise (and max() of nothing is an error)
@@ -895,6 +909,8 @@ def softmax_simple(x, axis=1):
     not overflow ``exp``; DeZero's version leaves it in, and gives nan there.
     """
     x = as_variable(x)
+    if not np.issubdtype(x.dtype, np.inexact):  # integers carry no gradient: nothing to keep
+        x = Variable(_inexact(x.data))
     shifted = x - x.data.max(axis=axis, keepdims=True)
     y = exp(shifted)
     return y / sum(y, axis=axis, keepdims=True)
