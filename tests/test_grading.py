@@ -95,6 +95,9 @@ BAD_WEIGHTS = [
     ("weights.toml", "[stages.3]\nkeeps_shapes_not_arrays = 1\n",
      "stages.3: not a contract of stage 03: 'keeps_shapes_not_arrays'"),
     ("weights.toml", "new = [\n", "not valid TOML"),
+    # a whole number too long for Python to read (argparse said only "invalid value")
+    ("weights.toml", "new = 1" + "0" * 5000 + "\n", "not valid TOML (Exceeds the limit"),
+    ("weights.json", '{"new": 1' + "0" * 5000 + "}", "not valid JSON (Exceeds the limit"),
     ("weights.yaml", "new: 2\n", "the name must end in .toml or .json"),
     ("weights.toml", b"new = 2 # \xff\n", "not UTF-8 text"),
     ("weights.toml", "# " + "x" * 70000 + "\n", "is too large for a weights file"),
