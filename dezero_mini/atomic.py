@@ -91,10 +91,11 @@ def atomic_write(path, mode="wb", *, overwrite=True, encoding=None, newline=None
             else:
                 _rename_unless_taken(temporary, target)
         except OSError as error:
-            if error.filename is not None or error.errno is None:
+            if error.errno is None or error.filename not in (None, os.fspath(temporary)):
                 raise
-            # A full disk or a failing device, found while writing or closing
-            # the temporary: say which file could not be written.
+            # A full disk or a failing device found while writing or closing
+            # the temporary, or a rename refused (the target is a folder): say
+            # which file could not be written, not the temporary's name.
             raise OSError(error.errno, error.strerror, str(path)) from None
     except BaseException:
         if temporary is not None:

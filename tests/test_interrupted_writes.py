@@ -207,3 +207,14 @@ def test_a_full_disk_names_the_target_and_keeps_the_old_file(tmp_path, monkeypat
     assert raised.value.errno == 28 and raised.value.filename == str(target)
     assert target.read_bytes() == OLD
     assert temporaries(tmp_path) == []
+
+
+def test_a_folder_in_the_way_is_named_not_the_temporary(tmp_path):
+    """``save_weights("d.npz")`` where d.npz is a folder said
+    ``Is a directory: '.d.npz.<random>.tmp' -> 'd.npz'``."""
+    (tmp_path / "d.npz").mkdir()
+    with pytest.raises(IsADirectoryError) as raised:
+        atomic.write_bytes(tmp_path / "d.npz", b"new")
+    assert raised.value.filename == str(tmp_path / "d.npz")
+    assert raised.value.filename2 is None
+    assert temporaries(tmp_path) == []
