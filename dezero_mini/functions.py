@@ -846,12 +846,18 @@ def softmax_cross_entropy(x, t):
 def accuracy(y, t):
     """Fraction of rows of ``y`` whose largest score is at the label ``t``: a
     Variable, but not a node of any graph (accuracy has no gradient)."""
-    y, t = _data(y), _data(t)
+    y, t = _data(y), np.asarray(_data(t))
     if y.ndim != 2 or t.size != y.shape[0]:
         raise ValueError(
             f"accuracy: needs scores y of shape (N, classes) and N labels t, "
             f"got shapes {y.shape} and {t.shape}"
         )
+    try:  # the labels softmax_cross_entropy takes: a label 7 of 3 classes is no miss, but a bug
+        _check_labels("accuracy", y, t)
+    except (TypeError, ValueError) as error:
+        message = str(error)
+        raise type(error)(message if message.startswith("accuracy") else f"accuracy: {message}"
+                          ) from None
     pred = y.argmax(axis=1)
     return Variable(as_array((pred == t.ravel()).mean()))
 

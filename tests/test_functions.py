@@ -516,11 +516,16 @@ def test_dropout_keeps_the_dtype():
         (lambda: F.dropout(np.ones(3), 1.0), ValueError, r"^dropout: dropout_ratio must be in \[0, 1\)"),
         (lambda: F.accuracy(np.ones((3, 2)), np.array([0, 1])), ValueError,
          r"^accuracy: .*shapes \(3, 2\) and \(2,\)"),
+        # a label that no class has was counted as a miss, without a word
+        (lambda: F.accuracy(np.ones((2, 3)), np.array([0, 7])), ValueError,
+         r"^accuracy: labels t must be in \[0, 3\), got values from 0 to 7"),
+        (lambda: F.accuracy(np.ones((2, 3)), np.array([0.0, 1.0])), TypeError,
+         r"^accuracy: labels t must be integers .*float64"),
         (lambda: F.matmul(np.ones((2, 3)), np.ones((2, 3))), ValueError, r"^MatMul: inputs of shapes"),
         (lambda: F.linear(np.ones((2, 3)), np.ones((2, 3))), ValueError, r"^Linear: inputs of shapes"),
     ],
     ids=["sce-length", "sce-dtype", "sce-range", "sce-1d", "clip", "reshape", "dropout",
-         "accuracy", "matmul", "linear"],
+         "accuracy", "accuracy-range", "accuracy-dtype", "matmul", "linear"],
 )
 def test_errors_name_the_operation(call, error, pattern):
     with pytest.raises(error, match=pattern):
