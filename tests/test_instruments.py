@@ -501,3 +501,13 @@ def test_report_puts_the_figures_of_a_run_in_words():
     text = flat.report(label=False)
     assert flat.label not in text
     assert "+0.0 live objects per batch" in text and "automatic collections during the run" in text
+
+
+def test_a_record_of_one_batch_reports_no_growth_rate():
+    """``memory --batches 1`` printed "+nan live objects per batch": one
+    batch has no slope, and the report says so instead."""
+    record = record_training("dezero_mini", batches=1, rss=False)
+    text = record.report()
+    assert "nan" not in text
+    assert "growth per batch needs 2 batches or more" in text
+    assert "highest peak within a batch" in text

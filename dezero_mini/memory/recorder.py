@@ -145,15 +145,22 @@ class TrainingRecord:
         ``gc.collect()`` freed. One line each, indented, after the record's
         label (``label=False`` leaves it out)."""
         s = self.summary()
-        # round() then + 0.0: a flat slope of -1e-15 reads "+0.0", not "-0.0".
-        kib = round(s["traced_bytes_per_batch"] / 1024, 1) + 0.0
         lines = [self.label] if label else []
-        if s["objects_per_batch"] is not None:
-            objects = round(s["objects_per_batch"], 1) + 0.0
-            lines.append(f"  {objects:+.1f} live objects per batch ({s['live_objects_first']} "
-                         f"after batch 1, {s['live_objects_last']} after batch {s['batches']})")
-        lines.append(f"  {kib:+.1f} KiB traced per batch; highest peak within a batch: "
-                     f"{s['traced_peak_max'] / 1024**2:.2f} MiB")
+        peak = f"highest peak within a batch: {s['traced_peak_max'] / 1024**2:.2f} MiB"
+        if s["batches"] < 2:  # a slope needs two batches (one gave "+nan per batch")
+            if s["objects_per_batch"] is not None:
+                lines.append(f"  {s['live_objects_first']} live objects after batch 1 (growth "
+                             "per batch needs 2 batches or more)")
+            lines.append(f"  {peak}")
+        else:
+            # round() then + 0.0: a flat slope of -1e-15 reads "+0.0", not "-0.0".
+            kib = round(s["traced_bytes_per_batch"] / 1024, 1) + 0.0
+            if s["objects_per_batch"] is not None:
+                objects = round(s["objects_per_batch"], 1) + 0.0
+                lines.append(f"  {objects:+.1f} live objects per batch "
+                             f"({s['live_objects_first']} after batch 1, "
+                             f"{s['live_objects_last']} after batch {s['batches']})")
+            lines.append(f"  {kib:+.1f} KiB traced per batch; {peak}")
         if s["gc_enabled"]:
             lines.append(f"  automatic collections during the run: {s['gc_collections']}, "
                          f"which freed {s['gc_collected']} objects of any kind")
