@@ -389,3 +389,23 @@ def test_sigterm_to_grade_ends_every_check_it_started(tmp_path):
     finally:
         if grade.poll() is None:
             grade.kill()
+
+
+# (what takes the stage file's name, the note progress gives)
+TAKEN_NAMES = [
+    ("folder", lambda path: path.mkdir(), "is a folder; move it away, then"),
+    ("broken link", lambda path: path.symlink_to(path.parent / "gone.py"),
+     "is a link to nothing; move it away, then"),
+]
+
+
+@pytest.mark.parametrize("what, make, note", TAKEN_NAMES, ids=[case[0] for case in TAKEN_NAMES])
+def test_progress_names_what_takes_the_stage_files_name(tmp_path, what, make, note):
+    """It said "not started: python -m dezero_mini start 3", and start then
+    refused: the name exists."""
+    from dezero_mini.grading.learner_progress import stage_file
+
+    stage = next(stage for stage in stages() if stage.number == STAGE)
+    make(tmp_path / stage.file_name)
+    path, found = stage_file(tmp_path, stage)
+    assert path is None and found == f"{stage.file_name} {note}"
