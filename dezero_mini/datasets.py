@@ -274,6 +274,20 @@ def cache_dir():
     return Path(os.environ.get("DEZERO_MINI_DATA") or Path.home() / ".dezero_mini")
 
 
+_CACHE_FIX = ("set DEZERO_MINI_DATA to a folder you can write to, or unset it to use "
+              "~/.dezero_mini")
+
+
+def _check_cache_folder(folder):
+    """Refuse a data folder that is a file (``DEZERO_MINI_DATA=/dev/null``
+    said only "File exists: '/dev/null'")."""
+    if folder.exists() and not folder.is_dir():
+        source = ("DEZERO_MINI_DATA" if os.environ.get("DEZERO_MINI_DATA")
+                  else "the data folder")
+        raise DownloadError(f"{source} is {str(folder)!r}, which is a file, not a folder; "
+                            f"{_CACHE_FIX}")
+
+
 def _sha256(path):
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -300,6 +314,10 @@ def get_file(url, file_name=None, sha256=None, timeout=30):
     folder = cache_dir()
     file_name = file_name or url.rsplit("/", 1)[-1]
     path = folder / file_name
+    _check_cache_folder(folder)
+    if path.exists() and not path.is_file():
+        raise DownloadError(f"{path}: in the place of the cached file {file_name!r} is a folder "
+                            f"or another kind of file; remove it (it is not used) and run again")
     if path.exists():
         if sha256 is not None and _sha256(path) != sha256:
             raise DownloadError(
@@ -307,7 +325,11 @@ def get_file(url, file_name=None, sha256=None, timeout=30):
                 f"or altered, and not used; delete it (rm '{path}') to download it again"
             )
         return path
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise DownloadError(f"cannot make the data folder {folder} ({error.strerror}); "
+                            f"{_CACHE_FIX}") from None
     fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=file_name + ".", suffix=".part")
     tmp = Path(tmp_name)
     try:
