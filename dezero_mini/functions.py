@@ -917,6 +917,8 @@ def softmax_simple(x, axis=1):
     x = as_variable(x)
     if not np.issubdtype(x.dtype, np.inexact):  # integers carry no gradient: nothing to keep
         x = Variable(_inexact(x.data))
+    if x.size == 0:  # nothing to normalise (and max() of nothing is an error), as softmax
+        return exp(x)
     shifted = x - x.data.max(axis=axis, keepdims=True)
     y = exp(shifted)
     return y / sum(y, axis=axis, keepdims=True)
@@ -957,7 +959,7 @@ def mean_squared_error_simple(x0, x1):
     except ValueError as e:
         raise ValueError(f"mean_squared_error_simple: {e}") from None
     diff = x0 - x1
-    return sum(diff**2) * _const(1.0 / diff.size, diff.data)
+    return sum(diff**2) * _const(utils.inverse_count(diff.size), diff.data)  # nan over nothing
 
 
 def _targets_like(name, x, t):
