@@ -555,6 +555,9 @@ def expand_dims(x, axis):
 def flatten(x):
     """Keep the first axis (the batch), flatten the others."""
     x = as_variable(x)
+    if x.ndim == 0:  # (x.shape[0] was IndexError 'tuple index out of range')
+        raise ValueError("flatten: keeps the first axis (the batch) and flattens the others; "
+                         "a 0-d value has no axis: reshape it to (1, 1) first")
     return reshape(x, (x.shape[0], -1))
 
 
@@ -806,12 +809,14 @@ def _check_labels(name, x, t):
     if not np.issubdtype(t.dtype, np.integer):
         raise TypeError(f"{name}: labels t must be integers (class indices), got dtype {t.dtype}")
     if x.ndim != 2:
-        raise ValueError(f"scores x must be 2-D (batch, classes), got shape {x.shape}")
+        raise ValueError(f"{name}: scores x must be 2-D (batch, classes), got shape {x.shape}")
     n, c = x.shape
     if t.size != n or (t.ndim > 1 and t.shape != (n, 1)):
-        raise ValueError(f"labels t must hold one class index per row of x ({n}), got shape {t.shape}")
+        raise ValueError(f"{name}: labels t must hold one class index per row of x ({n}), "
+                         f"got shape {t.shape}")
     if n and (t.min() < 0 or t.max() >= c):
-        raise ValueError(f"labels t must be in [0, {c}), got values from {t.min()} to {t.max()}")
+        raise ValueError(f"{name}: labels t must be in [0, {c}), got values from {t.min()} to "
+                         f"{t.max()}")
 
 
 class SoftmaxCrossEntropy(Function):
@@ -852,12 +857,8 @@ def accuracy(y, t):
             f"accuracy: needs scores y of shape (N, classes) and N labels t, "
             f"got shapes {y.shape} and {t.shape}"
         )
-    try:  # the labels softmax_cross_entropy takes: a label 7 of 3 classes is no miss, but a bug
-        _check_labels("accuracy", y, t)
-    except (TypeError, ValueError) as error:
-        message = str(error)
-        raise type(error)(message if message.startswith("accuracy") else f"accuracy: {message}"
-                          ) from None
+    # the labels softmax_cross_entropy takes: a label 7 of 3 classes is no miss, but a bug
+    _check_labels("accuracy", y, t)
     pred = y.argmax(axis=1)
     return Variable(as_array((pred == t.ravel()).mean()))
 
@@ -917,6 +918,10 @@ def softmax_simple(x, axis=1):
     x = as_variable(x)
     if not np.issubdtype(x.dtype, np.inexact):  # integers carry no gradient: nothing to keep
         x = Variable(_inexact(x.data))
+    try:
+        axis = utils.normalize_axes(axis, x.ndim)  # (np.max's AxisError named no function)
+    except ValueError as error:
+        raise ValueError(f"softmax_simple: {error}") from None
     if x.size == 0:  # nothing to normalise (and max() of nothing is an error), as softmax
         return exp(x)
     shifted = x - x.data.max(axis=axis, keepdims=True)

@@ -26,8 +26,26 @@ from dezero_mini.utils import get_conv_outsize, get_deconv_outsize, pair
 
 
 # --- Windows as columns: arrays ----------------------------------------------------
+def _images_problem(shape):
+    """Why ``shape`` is not that of a batch of images (N, C, H, W); None when it is."""
+    if len(shape) != 4:
+        return f"needs images x of shape (N, C, H, W), got shape {tuple(shape)}"
+    return None
+
+
+def _check_images(name, x):
+    """ValueError naming ``name`` unless ``x`` is a batch of images: a 0-d or
+    2-D x gave IndexError 'tuple index out of range' naming nothing."""
+    problem = _images_problem(x.shape)
+    if problem is not None:
+        raise ValueError(f"{name}: {problem}")
+
+
 def _geometry(shape, kernel_size, stride, pad):
     """``(KH, KW), (SH, SW), (PH, PW), (OH, OW)`` of a kernel on an image of ``shape``."""
+    problem = _images_problem(shape)
+    if problem is not None:  # (a Function's error names the Function and the shapes)
+        raise ValueError(problem)
     kernel, stride, pad = pair(kernel_size), pair(stride), pair(pad)
     out = tuple(get_conv_outsize(shape[2 + a], kernel[a], stride[a], pad[a]) for a in (0, 1))
     if min(out) < 1:
@@ -216,6 +234,7 @@ def conv2d_simple(x, W, b=None, stride=1, pad=0):
     """``conv2d`` as the book first writes it: im2col, then ``linear``, then
     a reshape; the column array is a node of the graph, alive until backward."""
     x, W = as_variable(x), as_variable(W)
+    _check_images("conv2d_simple", x)
     n, oc = x.shape[0], W.shape[0]
     kernel = W.shape[2:]
     _, _, _, (oh, ow) = _geometry(x.shape, kernel, stride, pad)
@@ -348,6 +367,7 @@ def pooling_simple(x, kernel_size, stride=1, pad=0):
     from dezero_mini.functions import max as max_
 
     x = as_variable(x)
+    _check_images("pooling_simple", x)
     n, c = x.shape[:2]
     kh, kw = pair(kernel_size)
     _, _, _, (oh, ow) = _geometry(x.shape, (kh, kw), stride, pad)

@@ -521,11 +521,27 @@ def test_dropout_keeps_the_dtype():
          r"^accuracy: labels t must be in \[0, 3\), got values from 0 to 7"),
         (lambda: F.accuracy(np.ones((2, 3)), np.array([0.0, 1.0])), TypeError,
          r"^accuracy: labels t must be integers .*float64"),
+        # 0-d inputs where an axis is needed: IndexError 'tuple index out of range',
+        # 'not enough values to unpack' or AxisError, naming no function
+        (lambda: F.flatten(np.array(0.5)), ValueError, r"^flatten: .*a 0-d value has no axis"),
+        (lambda: F.pooling(np.array(0.5), 2), ValueError,
+         r"^Pooling: .*needs images x of shape \(N, C, H, W\), got shape \(\)"),
+        (lambda: F.average_pooling(np.ones((3, 4)), 2), ValueError,
+         r"^AveragePooling: .*needs images x of shape \(N, C, H, W\), got shape \(3, 4\)"),
+        (lambda: F.conv2d_simple(np.array(0.5), np.ones((1, 1, 1, 1))), ValueError,
+         r"^conv2d_simple: needs images x"),
+        (lambda: F.pooling_simple(np.array(0.5), 2), ValueError, r"^pooling_simple: needs images x"),
+        (lambda: F.softmax_simple(np.array(0.5)), ValueError,
+         r"^softmax_simple: axis 1 is out of range"),
+        (lambda: F.softmax_cross_entropy_simple(np.array(0.5), np.array([0])), ValueError,
+         r"^softmax_cross_entropy_simple: scores x must be 2-D"),
         (lambda: F.matmul(np.ones((2, 3)), np.ones((2, 3))), ValueError, r"^MatMul: inputs of shapes"),
         (lambda: F.linear(np.ones((2, 3)), np.ones((2, 3))), ValueError, r"^Linear: inputs of shapes"),
     ],
     ids=["sce-length", "sce-dtype", "sce-range", "sce-1d", "clip", "reshape", "dropout",
-         "accuracy", "accuracy-range", "accuracy-dtype", "matmul", "linear"],
+         "accuracy", "accuracy-range", "accuracy-dtype", "flatten-0d", "pooling-0d",
+         "average_pooling-2d", "conv2d_simple-0d", "pooling_simple-0d", "softmax_simple-0d",
+         "sce_simple-0d", "matmul", "linear"],
 )
 def test_errors_name_the_operation(call, error, pattern):
     with pytest.raises(error, match=pattern):
