@@ -62,7 +62,10 @@ def atomic_write(path, mode="wb", *, overwrite=True, encoding=None, newline=None
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write: mode must be 'w' or 'wb', got {mode!r}")
-    target = _real_target(Path(path))
+    # A link is written through, as open() does; but a write that must not
+    # replace anything stops at the link itself, as open(path, "x") does:
+    # the name is taken, even by a link to nothing.
+    target = _real_target(Path(path)) if overwrite else Path(path)
     folder = target.parent
     # The name is chosen before the file is made, so that an interrupt that
     # lands while it is being made still knows what to remove (with mkstemp,

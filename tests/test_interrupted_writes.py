@@ -218,3 +218,15 @@ def test_a_folder_in_the_way_is_named_not_the_temporary(tmp_path):
     assert raised.value.filename == str(tmp_path / "d.npz")
     assert raised.value.filename2 is None
     assert temporaries(tmp_path) == []
+
+
+def test_without_overwrite_a_link_to_nothing_is_a_taken_name(tmp_path):
+    """``start`` over a broken link must not create the file it points to
+    (a link to /nonexistent made a file /nonexistent)."""
+    gone = tmp_path / "elsewhere" / "gone.py"
+    gone.parent.mkdir()
+    (tmp_path / "step03.py").symlink_to(gone)
+    with pytest.raises(FileExistsError):
+        atomic.write_text(tmp_path / "step03.py", "new", overwrite=False)
+    assert not gone.exists()
+    assert temporaries(tmp_path) == []
