@@ -33,24 +33,21 @@ def _images_problem(shape):
     return None
 
 
-def _check_images(name, x):
-    """ValueError naming ``name`` unless ``x`` is a batch of images: a 0-d or
-    2-D x gave IndexError 'tuple index out of range' naming nothing."""
-    problem = _images_problem(x.shape)
-    if problem is not None:
-        raise ValueError(f"{name}: {problem}")
+def _geometry(shape, kernel_size, stride, pad, name=None):
+    """``(KH, KW), (SH, SW), (PH, PW), (OH, OW)`` of a kernel on an image of ``shape``.
 
-
-def _geometry(shape, kernel_size, stride, pad):
-    """``(KH, KW), (SH, SW), (PH, PW), (OH, OW)`` of a kernel on an image of ``shape``."""
+    name: the function to name in the error, for those that are not a
+    Function (a Function's error names it and the shapes already). A 0-d or
+    2-D x gave IndexError 'tuple index out of range', naming nothing."""
+    head = f"{name}: " if name else ""
     problem = _images_problem(shape)
-    if problem is not None:  # (a Function's error names the Function and the shapes)
-        raise ValueError(problem)
+    if problem is not None:
+        raise ValueError(head + problem)
     kernel, stride, pad = pair(kernel_size), pair(stride), pair(pad)
     out = tuple(get_conv_outsize(shape[2 + a], kernel[a], stride[a], pad[a]) for a in (0, 1))
     if min(out) < 1:
-        raise ValueError(f"a kernel of {kernel} with padding {pad} does not fit an image of "
-                         f"{tuple(shape[2:])}")
+        raise ValueError(f"{head}a kernel of {kernel} with padding {pad} does not fit an image "
+                         f"of {tuple(shape[2:])}")
     return kernel, stride, pad, out
 
 
@@ -234,10 +231,12 @@ def conv2d_simple(x, W, b=None, stride=1, pad=0):
     """``conv2d`` as the book first writes it: im2col, then ``linear``, then
     a reshape; the column array is a node of the graph, alive until backward."""
     x, W = as_variable(x), as_variable(W)
-    _check_images("conv2d_simple", x)
+    if W.ndim != 4:
+        raise ValueError(f"conv2d_simple: needs kernels W of shape (OC, C, KH, KW), got shape "
+                         f"{W.shape}")
+    _, _, _, (oh, ow) = _geometry(x.shape, W.shape[2:], stride, pad, name="conv2d_simple")
     n, oc = x.shape[0], W.shape[0]
     kernel = W.shape[2:]
-    _, _, _, (oh, ow) = _geometry(x.shape, kernel, stride, pad)
     col = im2col(x, kernel, stride, pad, to_matrix=True)  # (N*OH*OW, C*KH*KW)
     t = linear(col, W.reshape(oc, -1).transpose(), b)
     return t.reshape(n, oh, ow, oc).transpose(0, 3, 1, 2)
@@ -367,10 +366,9 @@ def pooling_simple(x, kernel_size, stride=1, pad=0):
     from dezero_mini.functions import max as max_
 
     x = as_variable(x)
-    _check_images("pooling_simple", x)
-    n, c = x.shape[:2]
     kh, kw = pair(kernel_size)
-    _, _, _, (oh, ow) = _geometry(x.shape, (kh, kw), stride, pad)
+    _, _, _, (oh, ow) = _geometry(x.shape, (kh, kw), stride, pad, name="pooling_simple")
+    n, c = x.shape[:2]
     col = im2col(x, (kh, kw), stride, pad, to_matrix=True)  # (N*OH*OW, C*KH*KW)
     y = max_(col.reshape(-1, kh * kw), axis=1)
     return y.reshape(n, oh, ow, c).transpose(0, 3, 1, 2)

@@ -531,6 +531,10 @@ def test_dropout_keeps_the_dtype():
         (lambda: F.conv2d_simple(np.array(0.5), np.ones((1, 1, 1, 1))), ValueError,
          r"^conv2d_simple: needs images x"),
         (lambda: F.pooling_simple(np.array(0.5), 2), ValueError, r"^pooling_simple: needs images x"),
+        (lambda: F.pooling_simple(np.ones((1, 1, 4, 0)), 2), ValueError,
+         r"^pooling_simple: a kernel of \(2, 2\) .* does not fit"),
+        (lambda: F.conv2d_simple(np.ones((1, 1, 2, 2)), np.array(0.5)), ValueError,
+         r"^conv2d_simple: needs kernels W of shape \(OC, C, KH, KW\), got shape \(\)"),
         (lambda: F.softmax_simple(np.array(0.5)), ValueError,
          r"^softmax_simple: axis 1 is out of range"),
         (lambda: F.softmax_cross_entropy_simple(np.array(0.5), np.array([0])), ValueError,
@@ -540,7 +544,8 @@ def test_dropout_keeps_the_dtype():
     ],
     ids=["sce-length", "sce-dtype", "sce-range", "sce-1d", "clip", "reshape", "dropout",
          "accuracy", "accuracy-range", "accuracy-dtype", "flatten-0d", "pooling-0d",
-         "average_pooling-2d", "conv2d_simple-0d", "pooling_simple-0d", "softmax_simple-0d",
+         "average_pooling-2d", "conv2d_simple-0d", "pooling_simple-0d",
+         "pooling_simple-empty", "conv2d_simple-W-0d", "softmax_simple-0d",
          "sce_simple-0d", "matmul", "linear"],
 )
 def test_errors_name_the_operation(call, error, pattern):
