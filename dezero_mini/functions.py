@@ -804,18 +804,23 @@ def mean_squared_error(x0, x1):
     return MeanSquaredError()(x0, x1)
 
 
-def _check_labels(name, x, t):
-    """Labels for a batch of scores ``x`` of shape (N, C): N integers in [0, C)."""
+def _check_labels(name, x, t, in_function=False):
+    """Labels for a batch of scores ``x`` of shape (N, C): N integers in [0, C).
+
+    in_function: called from a Function's forward, whose errors are named
+    with the Function and the input shapes already: the shape errors leave
+    ``name`` out (it would come twice, and hide the shapes)."""
     if not np.issubdtype(t.dtype, np.integer):
         raise TypeError(f"{name}: labels t must be integers (class indices), got dtype {t.dtype}")
+    head = "" if in_function else f"{name}: "
     if x.ndim != 2:
-        raise ValueError(f"{name}: scores x must be 2-D (batch, classes), got shape {x.shape}")
+        raise ValueError(f"{head}scores x must be 2-D (batch, classes), got shape {x.shape}")
     n, c = x.shape
     if t.size != n or (t.ndim > 1 and t.shape != (n, 1)):
-        raise ValueError(f"{name}: labels t must hold one class index per row of x ({n}), "
+        raise ValueError(f"{head}labels t must hold one class index per row of x ({n}), "
                          f"got shape {t.shape}")
     if n and (t.min() < 0 or t.max() >= c):
-        raise ValueError(f"{name}: labels t must be in [0, {c}), got values from {t.min()} to "
+        raise ValueError(f"{head}labels t must be in [0, {c}), got values from {t.min()} to "
                          f"{t.max()}")
 
 
@@ -827,7 +832,7 @@ class SoftmaxCrossEntropy(Function):
     saved_from = {"x": "inputs[0]"}
 
     def forward(self, x, t):
-        _check_labels("SoftmaxCrossEntropy", x, t)
+        _check_labels("SoftmaxCrossEntropy", x, t, in_function=True)
         self.x, self.t = x, t
         n = x.shape[0]
         log_z = utils.logsumexp(x, axis=1)  # (N, 1)
