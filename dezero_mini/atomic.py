@@ -108,6 +108,23 @@ def atomic_write(path, mode="wb", *, overwrite=True, encoding=None, newline=None
     _sync_folder(folder)
 
 
+def not_a_file(path):
+    """What ``path`` is when it is no regular file, for a message that says
+    why it cannot be read or written: "does not exist", "is a folder", "is a
+    link to nothing", "is not a regular file (a pipe or a device)"; None for
+    a regular file (or a link to one)."""
+    path = Path(path)
+    if path.is_file():
+        return None
+    if path.is_dir():
+        return "is a folder"
+    if path.is_symlink() and not path.exists():
+        return "is a link to nothing"
+    if os.path.lexists(path):
+        return "is not a regular file (a pipe or a device)"
+    return "does not exist"
+
+
 def _real_target(target):
     """The file that a write to ``target`` replaces: where ``target`` is a
     symbolic link, the file it points to (as a plain ``open`` writes through
@@ -117,7 +134,7 @@ def _real_target(target):
     by renaming: OSError naming it."""
     if os.path.islink(target):
         target = Path(os.path.realpath(target))
-    if target.exists() and not target.is_file() and not target.is_dir():
+    if not_a_file(target) == "is not a regular file (a pipe or a device)":
         raise OSError(errno.EINVAL, "not a regular file (a device or a pipe): give the name "
                       "of a file to write", str(target))
     return target

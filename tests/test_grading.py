@@ -409,3 +409,31 @@ def test_progress_names_what_takes_the_stage_files_name(tmp_path, what, make, no
     make(tmp_path / stage.file_name)
     path, found = stage_file(tmp_path, stage)
     assert path is None and found == f"{stage.file_name} {note}"
+
+
+# What stands at a stage file's path when it is no file (kind, how to make it,
+# what check and grade must say). A folder or a pipe was "no such file" to
+# check and "no step03_... in" to grade; a pipe would block a reader forever.
+NOT_FILES = [
+    ("folder", lambda path: path.mkdir(), "is a folder"),
+    ("pipe", lambda path: os.mkfifo(path), "is not a regular file (a pipe or a device)"),
+    ("broken link", lambda path: path.symlink_to(path.parent / "gone.py"), "is a link to nothing"),
+]
+
+
+@pytest.mark.parametrize("kind, make, words", NOT_FILES, ids=[case[0] for case in NOT_FILES])
+def test_check_and_grade_say_what_stands_where_the_file_should_be(tmp_path, kind, make, words):
+    from dezero_mini.contracts.runner import check_file
+    from dezero_mini.grading.batch import find_submissions
+
+    stage = get_stage(STAGE)
+    folder = tmp_path / "alice"
+    folder.mkdir()
+    path = folder / stage.file_name
+    make(path)
+    report = check_file(STAGE, path)
+    assert report.status == "error"
+    assert report.message == f"{str(path)!r} {words}; give the path of your stage file"
+    (submission,) = find_submissions(STAGE, [str(folder)])
+    assert submission.file is None
+    assert submission.problem == f"{stage.file_name} in {str(folder)!r} {words}"

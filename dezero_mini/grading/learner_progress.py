@@ -6,11 +6,11 @@ file ``stepNN_*.py`` of that stage under another name), checked by
 ``check_file`` against that stage's contracts: which pass, which fail, and
 the points. A stage without a file says how to begin it.
 """
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from dezero_mini.atomic import not_a_file
 from dezero_mini.contracts import stages
 from dezero_mini.contracts.scoring import display_points
 
@@ -43,10 +43,9 @@ def stage_file(folder, stage):
     if others:
         return None, (f"{len(others)} files could be stage {stage.number:02d} ("
                       f"{', '.join(path.name for path in others)}): name one {stage.file_name}")
-    if os.path.lexists(exact):  # the name is taken by no file: start would refuse it too
-        what = ("a folder" if exact.is_dir() else "a link to nothing" if exact.is_symlink()
-                else "not a regular file")
-        return None, f"{stage.file_name} is {what}; move it away, then"
+    what = not_a_file(exact)
+    if what != "does not exist":  # the name is taken by no file: start would refuse it too
+        return None, f"{stage.file_name} {what}; move it away, then"
     return None, ""
 
 
