@@ -37,9 +37,23 @@ SLOW_WRITE_ENV = "DEZERO_MINI_SLOW_WRITE"
 TEMPORARY_SUFFIX = ".tmp"
 
 
+#: The longest file name that most file systems take (ext4, XFS, APFS, NTFS).
+NAME_MAX = 255
+#: What a temporary name adds to its prefix: 16 random hex digits and ``.tmp``.
+_RANDOM_PART = 16 + len(TEMPORARY_SUFFIX)
+
+
 def temporary_prefix(path):
-    """How the temporary files of a write to ``path`` begin (``.w.npz.``)."""
-    return f".{Path(path).name}."
+    """How the temporary files of a write to ``path`` begin (``.w.npz.``).
+
+    The target's name is cut short when it is long, so that the temporary
+    name stays within NAME_MAX: a target of 240 characters is a valid name,
+    and its temporary must be one too."""
+    name = Path(path).name
+    room = NAME_MAX - _RANDOM_PART - 2  # the two dots
+    if len(name.encode()) > room:
+        name = name.encode()[:room].decode(errors="ignore")
+    return f".{name}."
 
 
 def output_target_problem(path, suffixes=()):
@@ -96,7 +110,10 @@ def atomic_write(path, mode="wb", *, overwrite=True, encoding=None, newline=None
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write: mode must be 'w' or 'wb', got {mode!r}")
-    target = Path(path)
+    # A link is written through, as open() does; but a write that must not
+    # replace anything stops at the link itself, as open(path, "x") does:
+    # the name is taken, even by a link to nothing.
+    target = _real_target(Path(path)) if overwrite else Path(path)
     folder = target.parent
     # The name is chosen before the file is made, so that an interrupt that
     # lands while it is being made still knows what to remove (with mkstemp,
@@ -114,21 +131,61 @@ def atomic_write(path, mode="wb", *, overwrite=True, encoding=None, newline=None
                 temporary = None
                 raise OSError(error.errno, error.strerror, str(target)) from None
         _keep_permissions_of(target, fd)
-        with os.fdopen(fd, mode, encoding=encoding, newline=newline) as file:
-            yield file
-            file.flush()
-            os.fsync(file.fileno())
-        _sleep_for_tests()
-        if overwrite:
-            os.replace(temporary, target)
-        else:
-            _rename_unless_taken(temporary, target)
+        try:
+            with os.fdopen(fd, mode, encoding=encoding, newline=newline) as file:
+                yield file
+                file.flush()
+                os.fsync(file.fileno())
+            _sleep_for_tests()
+            if overwrite:
+                os.replace(temporary, target)
+            else:
+                _rename_unless_taken(temporary, target)
+        except OSError as error:
+            if error.errno is None or error.filename not in (None, os.fspath(temporary)):
+                raise
+            # A full disk or a failing device found while writing or closing
+            # the temporary, or a rename refused (the target is a folder): say
+            # which file could not be written, not the temporary's name.
+            raise OSError(error.errno, error.strerror, str(path)) from None
     except BaseException:
         if temporary is not None:
             with contextlib.suppress(OSError):
                 os.remove(temporary)
         raise
     _sync_folder(folder)
+
+
+def not_a_file(path):
+    """What ``path`` is when it is no regular file, for a message that says
+    why it cannot be read or written: "does not exist", "is a folder", "is a
+    link to nothing", "is not a regular file (a pipe or a device)"; None for
+    a regular file (or a link to one)."""
+    path = Path(path)
+    if path.is_file():
+        return None
+    if path.is_dir():
+        return "is a folder"
+    if path.is_symlink() and not path.exists():
+        return "is a link to nothing"
+    if os.path.lexists(path):
+        return "is not a regular file (a pipe or a device)"
+    return "does not exist"
+
+
+def _real_target(target):
+    """The file that a write to ``target`` replaces: where ``target`` is a
+    symbolic link, the file it points to (as a plain ``open`` writes through
+    the link; renaming over the link itself would turn it into a file, with
+    the permissions of whatever it pointed to). A target that exists but is
+    no regular file (a device such as /dev/full, a pipe) cannot be replaced
+    by renaming: OSError naming it."""
+    if os.path.islink(target):
+        target = Path(os.path.realpath(target))
+    if not_a_file(target) == "is not a regular file (a pipe or a device)":
+        raise OSError(errno.EINVAL, "not a regular file (a device or a pipe): give the name "
+                      "of a file to write", str(target))
+    return target
 
 
 def _rename_unless_taken(temporary, target):

@@ -15,7 +15,6 @@ import hashlib
 import io
 import os
 import struct
-import tempfile
 import urllib.error
 import urllib.request
 import warnings
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from dezero_mini.atomic import atomic_write
 from dezero_mini.transforms import Compose, Flatten, Normalize, ToFloat
 
 
@@ -274,6 +274,20 @@ def cache_dir():
     return Path(os.environ.get("DEZERO_MINI_DATA") or Path.home() / ".dezero_mini")
 
 
+_CACHE_FIX = ("set DEZERO_MINI_DATA to a folder you can write to, or unset it to use "
+              "~/.dezero_mini")
+
+
+def _check_cache_folder(folder):
+    """Refuse a data folder that is a file (``DEZERO_MINI_DATA=/dev/null``
+    said only "File exists: '/dev/null'")."""
+    if folder.exists() and not folder.is_dir():
+        source = ("DEZERO_MINI_DATA" if os.environ.get("DEZERO_MINI_DATA")
+                  else "the data folder")
+        raise DownloadError(f"{source} is {str(folder)!r}, which is a file, not a folder; "
+                            f"{_CACHE_FIX}")
+
+
 def _sha256(path):
     digest = hashlib.sha256()
     with open(path, "rb") as f:
@@ -300,6 +314,10 @@ def get_file(url, file_name=None, sha256=None, timeout=30):
     folder = cache_dir()
     file_name = file_name or url.rsplit("/", 1)[-1]
     path = folder / file_name
+    _check_cache_folder(folder)
+    if path.exists() and not path.is_file():
+        raise DownloadError(f"{path}: in the place of the cached file {file_name!r} is a folder "
+                            f"or another kind of file; remove it (it is not used) and run again")
     if path.exists():
         if sha256 is not None and _sha256(path) != sha256:
             raise DownloadError(
@@ -307,36 +325,35 @@ def get_file(url, file_name=None, sha256=None, timeout=30):
                 f"or altered, and not used; delete it (rm '{path}') to download it again"
             )
         return path
-    folder.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=folder, prefix=file_name + ".", suffix=".part")
-    tmp = Path(tmp_name)
     try:
-        with os.fdopen(fd, "wb") as out:
-            try:
-                with _urlopen(url, timeout=timeout) as response:
-                    while True:
-                        block = response.read(1 << 20)
-                        if not block:
-                            break
-                        out.write(block)
-            except (urllib.error.URLError, OSError, ValueError) as e:
-                # URLError: no network, DNS, HTTP errors; OSError: timeouts, resets.
-                raise DownloadError(
-                    f"could not download {url} ({e}). Without network access, "
-                    f"put the file in {folder} (or set DEZERO_MINI_DATA to a folder "
-                    f"that has it) as {file_name!r}"
-                ) from e
-        if sha256 is not None:
-            got = _sha256(tmp)
-            if got != sha256:
-                raise DownloadError(
-                    f"download of {url} has SHA-256 {got}, expected {sha256}; "
-                    "the file was deleted (a broken mirror or proxy?)"
-                )
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise DownloadError(f"cannot make the data folder {folder} ({error.strerror}); "
+                            f"{_CACHE_FIX}") from None
+    digest = hashlib.sha256()
+    # Through the package's one writer: a download cut short (no network, a
+    # reset, Ctrl-C) or one with the wrong checksum leaves no file behind.
+    with atomic_write(path) as out:
+        try:
+            with _urlopen(url, timeout=timeout) as response:
+                while True:
+                    block = response.read(1 << 20)
+                    if not block:
+                        break
+                    out.write(block)
+                    digest.update(block)
+        except (urllib.error.URLError, OSError, ValueError) as e:
+            # URLError: no network, DNS, HTTP errors; OSError: timeouts, resets.
+            raise DownloadError(
+                f"could not download {url} ({e}). Without network access, "
+                f"put the file in {folder} (or set DEZERO_MINI_DATA to a folder "
+                f"that has it) as {file_name!r}"
+            ) from e
+        if sha256 is not None and digest.hexdigest() != sha256:
+            raise DownloadError(
+                f"download of {url} has SHA-256 {digest.hexdigest()}, expected {sha256}; "
+                "the file was deleted (a broken mirror or proxy?)"
+            )
     return path
 
 
@@ -511,21 +528,14 @@ def write_digits_npz(path, images, labels):
     images = np.ascontiguousarray(images, dtype=np.uint8).reshape(-1, *_DIGIT_SHAPE)
     labels = np.ascontiguousarray(labels, dtype=np.uint8)
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name + ".", suffix=".part")
-    try:
-        with os.fdopen(fd, "wb") as f, zipfile.ZipFile(f, "w") as archive:
-            for key, array in (("images", images), ("labels", labels)):
-                entry = zipfile.ZipInfo(key + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
-                entry.compress_type = zipfile.ZIP_DEFLATED
-                entry.external_attr = 0o644 << 16
-                buffer = io.BytesIO()
-                np.lib.format.write_array(buffer, array, allow_pickle=False)
-                archive.writestr(entry, buffer.getvalue(), compresslevel=9)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+    with atomic_write(path) as f, zipfile.ZipFile(f, "w") as archive:
+        for key, array in (("images", images), ("labels", labels)):
+            entry = zipfile.ZipInfo(key + ".npy", date_time=(1980, 1, 1, 0, 0, 0))
+            entry.compress_type = zipfile.ZIP_DEFLATED
+            entry.external_attr = 0o644 << 16
+            buffer = io.BytesIO()
+            np.lib.format.write_array(buffer, array, allow_pickle=False)
+            archive.writestr(entry, buffer.getvalue(), compresslevel=9)
 
 
 def read_digits_npz(path, fix="replace it with a good copy"):

@@ -69,8 +69,21 @@ def _data(x):
 def _const(value, like):
     """A 0-d array of ``like``'s dtype: a bare Python number would become a
     float64 array in a Variable operation and turn float32 gradients into
-    float64 (NumPy 2 promotes 0-d arrays like any other array)."""
-    return np.asarray(value, dtype=like.dtype)
+    float64 (NumPy 2 promotes 0-d arrays like any other array). For integer
+    and bool ``like`` it is float64, as NumPy's mean of integers is: in their
+    dtype, the 1/3 of a mean over three would be 0."""
+    dtype = like.dtype if np.issubdtype(like.dtype, np.inexact) else np.float64
+    return np.asarray(value, dtype=dtype)
+
+
+def _inexact(x):
+    """``x`` (an array) as NumPy's ``exp`` would compute it: integers and bools
+    as floats (float16 for 8-bit ones, float64 for int64), floats unchanged.
+    For functions that subtract before ``exp``: on uint8 the subtraction
+    itself would wrap (0 - 3 is 253) and give nan."""
+    if np.issubdtype(x.dtype, np.inexact):
+        return x
+    return x.astype(np.result_type(x.dtype, np.float16))
 
 
 # A backward formula runs on arrays in an ordinary backward pass and on
@@ -295,6 +308,7 @@ class Softmax(Function):
 
     def forward(self, x):
         self.axis = arrays.normalize_axes(self.axis, x.ndim)
+        x = _inexact(x)  # the result is a float, as np.exp's is
         if x.size == 0:
             self.y = np.exp(x)
             return self.y  # nothing to normalise (and max() of nothing is an error)
@@ -544,6 +558,9 @@ def expand_dims(x, axis):
 def flatten(x):
     """Keep the first axis (the batch), flatten the others."""
     x = as_variable(x)
+    if x.ndim == 0:  # (x.shape[0] was IndexError 'tuple index out of range')
+        raise ValueError("flatten: keeps the first axis (the batch) and flattens the others; "
+                         "a 0-d value has no axis: reshape it to (1, 1) first")
     return reshape(x, (x.shape[0], -1))
 
 
@@ -790,17 +807,24 @@ def mean_squared_error(x0, x1):
     return MeanSquaredError()(x0, x1)
 
 
-def _check_labels(name, x, t):
-    """Labels for a batch of scores ``x`` of shape (N, C): N integers in [0, C)."""
+def _check_labels(name, x, t, in_function=False):
+    """Labels for a batch of scores ``x`` of shape (N, C): N integers in [0, C).
+
+    in_function: called from a Function's forward, whose errors are named
+    with the Function and the input shapes already: the shape errors leave
+    ``name`` out (it would come twice, and hide the shapes)."""
     if not np.issubdtype(t.dtype, np.integer):
         raise TypeError(f"{name}: labels t must be integers (class indices), got dtype {t.dtype}")
+    head = "" if in_function else f"{name}: "
     if x.ndim != 2:
-        raise ValueError(f"scores x must be 2-D (batch, classes), got shape {x.shape}")
+        raise ValueError(f"{head}scores x must be 2-D (batch, classes), got shape {x.shape}")
     n, c = x.shape
     if t.size != n or (t.ndim > 1 and t.shape != (n, 1)):
-        raise ValueError(f"labels t must hold one class index per row of x ({n}), got shape {t.shape}")
+        raise ValueError(f"{head}labels t must hold one class index per row of x ({n}), "
+                         f"got shape {t.shape}")
     if n and (t.min() < 0 or t.max() >= c):
-        raise ValueError(f"labels t must be in [0, {c}), got values from {t.min()} to {t.max()}")
+        raise ValueError(f"{head}labels t must be in [0, {c}), got values from {t.min()} to "
+                         f"{t.max()}")
 
 
 class SoftmaxCrossEntropy(Function):
@@ -811,7 +835,7 @@ class SoftmaxCrossEntropy(Function):
     saved_from = {"x": "inputs[0]"}
 
     def forward(self, x, t):
-        _check_labels("SoftmaxCrossEntropy", x, t)
+        _check_labels("SoftmaxCrossEntropy", x, t, in_function=True)
         self.x, self.t = x, t
         n = x.shape[0]
         log_z = arrays.logsumexp(x, axis=1)  # (N, 1)
@@ -835,12 +859,14 @@ def softmax_cross_entropy(x, t):
 def accuracy(y, t):
     """Fraction of rows of ``y`` whose largest score is at the label ``t``: a
     Variable, but not a node of any graph (accuracy has no gradient)."""
-    y, t = _data(y), _data(t)
+    y, t = _data(y), np.asarray(_data(t))
     if y.ndim != 2 or t.size != y.shape[0]:
         raise ValueError(
             f"accuracy: needs scores y of shape (N, classes) and N labels t, "
             f"got shapes {y.shape} and {t.shape}"
         )
+    # the labels softmax_cross_entropy takes: a label 7 of 3 classes is no miss, but a bug
+    _check_labels("accuracy", y, t)
     pred = y.argmax(axis=1)
     return Variable(as_array((pred == t.ravel()).mean()))
 
@@ -898,6 +924,14 @@ def softmax_simple(x, axis=1):
     not overflow ``exp``; DeZero's version leaves it in, and gives nan there.
     """
     x = as_variable(x)
+    if not np.issubdtype(x.dtype, np.inexact):  # integers carry no gradient: nothing to keep
+        x = Variable(_inexact(x.data))
+    try:
+        axis = arrays.normalize_axes(axis, x.ndim)  # (np.max's AxisError named no function)
+    except ValueError as error:
+        raise ValueError(f"softmax_simple: {error}") from None
+    if x.size == 0:  # nothing to normalise (and max() of nothing is an error), as softmax
+        return exp(x)
     shifted = x - x.data.max(axis=axis, keepdims=True)
     y = exp(shifted)
     return y / sum(y, axis=axis, keepdims=True)
@@ -938,7 +972,7 @@ def mean_squared_error_simple(x0, x1):
     except ValueError as e:
         raise ValueError(f"mean_squared_error_simple: {e}") from None
     diff = x0 - x1
-    return sum(diff**2) * _const(1.0 / diff.size, diff.data)
+    return sum(diff**2) * _const(arrays.inverse_count(diff.size), diff.data)  # nan over nothing
 
 
 def _targets_like(name, x, t):
@@ -1096,9 +1130,13 @@ def conv2d_simple(x, W, b=None, stride=1, pad=0):
     """``conv2d`` as the book first writes it: im2col, then ``linear``, then
     a reshape; the column array is a node of the graph, alive until backward."""
     x, W = as_variable(x), as_variable(W)
+    if W.ndim != 4:
+        raise ValueError(f"conv2d_simple: needs kernels W of shape (OC, C, KH, KW), got shape "
+                         f"{W.shape}")
+    _, _, _, (oh, ow) = functions_conv.window_geometry(x.shape, W.shape[2:], stride, pad,
+                                                       name="conv2d_simple")
     n, oc = x.shape[0], W.shape[0]
     kernel = W.shape[2:]
-    _, _, _, (oh, ow) = functions_conv.window_geometry(x.shape, kernel, stride, pad)
     col = im2col(x, kernel, stride, pad, to_matrix=True)  # (N*OH*OW, C*KH*KW)
     t = linear(col, W.reshape(oc, -1).transpose(), b)
     return t.reshape(n, oh, ow, oc).transpose(0, 3, 1, 2)
@@ -1108,9 +1146,10 @@ def pooling_simple(x, kernel_size, stride=1, pad=0):
     """Max pooling as the book first writes it: im2col, a max over each row,
     a reshape; the column array is a node of the graph, alive until backward."""
     x = as_variable(x)
-    n, c = x.shape[:2]
     kh, kw = arrays.pair(kernel_size)
-    _, _, _, (oh, ow) = functions_conv.window_geometry(x.shape, (kh, kw), stride, pad)
+    _, _, _, (oh, ow) = functions_conv.window_geometry(x.shape, (kh, kw), stride, pad,
+                                                       name="pooling_simple")
+    n, c = x.shape[:2]
     col = im2col(x, (kh, kw), stride, pad, to_matrix=True)  # (N*OH*OW, C*KH*KW)
     y = max(col.reshape(-1, kh * kw), axis=1)
     return y.reshape(n, oh, ow, c).transpose(0, 3, 1, 2)

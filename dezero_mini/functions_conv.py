@@ -27,13 +27,28 @@ from dezero_mini.core import Function, _apply
 
 
 # --- Windows as columns: arrays ----------------------------------------------------
-def window_geometry(shape, kernel_size, stride, pad):
-    """``(KH, KW), (SH, SW), (PH, PW), (OH, OW)`` of a kernel on an image of ``shape``."""
+def _images_problem(shape):
+    """Why ``shape`` is not that of a batch of images (N, C, H, W); None when it is."""
+    if len(shape) != 4:
+        return f"needs images x of shape (N, C, H, W), got shape {tuple(shape)}"
+    return None
+
+
+def window_geometry(shape, kernel_size, stride, pad, name=None):
+    """``(KH, KW), (SH, SW), (PH, PW), (OH, OW)`` of a kernel on an image of ``shape``.
+
+    name: the function to name in the error, for those that are not a
+    Function (a Function's error names it and the shapes already). A 0-d or
+    2-D x gave IndexError 'tuple index out of range', naming nothing."""
+    head = f"{name}: " if name else ""
+    problem = _images_problem(shape)
+    if problem is not None:
+        raise ValueError(head + problem)
     kernel, stride, pad = pair(kernel_size), pair(stride), pair(pad)
     out = tuple(get_conv_outsize(shape[2 + a], kernel[a], stride[a], pad[a]) for a in (0, 1))
     if min(out) < 1:
-        raise ValueError(f"a kernel of {kernel} with padding {pad} does not fit an image of "
-                         f"{tuple(shape[2:])}")
+        raise ValueError(f"{head}a kernel of {kernel} with padding {pad} does not fit an image "
+                         f"of {tuple(shape[2:])}")
     return kernel, stride, pad, out
 
 

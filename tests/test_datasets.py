@@ -430,3 +430,18 @@ def test_the_shipped_file_matches_its_readme_and_is_package_data():
     # Declared as package data, so that a wheel (not only an editable checkout) has it.
     pyproject = (Path(datasets.__file__).parents[1] / "pyproject.toml").read_text()
     assert 'dezero_mini = ["data/mnist_sample.npz", "data/README.md"]' in pyproject
+
+
+def test_a_download_interrupted_in_the_middle_leaves_no_file(cache, monkeypatch):
+    """Ctrl-C between two blocks: the download goes through dezero_mini.atomic,
+    so neither the file nor a temporary is left in the cache."""
+    class Interrupted(_Response):
+        def read(self, n=-1):
+            if self.payload == b"":
+                raise KeyboardInterrupt
+            return super().read(n)
+
+    monkeypatch.setattr(datasets, "_urlopen", lambda url, timeout=None: Interrupted(b"x" * 10))
+    with pytest.raises(KeyboardInterrupt):
+        datasets.get_file("https://example.org/f.gz")
+    assert list(cache.iterdir()) == []

@@ -506,7 +506,8 @@ def test_dropout_keeps_the_dtype():
         (lambda: F.softmax_cross_entropy(np.ones((3, 4)), np.array([0.0, 1.0, 2.0])), TypeError,
          r"^SoftmaxCrossEntropy: labels t must be integers .*float64"),
         (lambda: F.softmax_cross_entropy(np.ones((3, 4)), np.array([0, 4, 1])), ValueError,
-         r"^SoftmaxCrossEntropy: .*labels t must be in \[0, 4\), got values from 0 to 4"),
+         r"^SoftmaxCrossEntropy: inputs of shapes \(3, 4\), \(3,\): labels t must be in "
+         r"\[0, 4\), got values from 0 to 4$"),
         (lambda: F.softmax_cross_entropy(np.ones(4), np.array([0])), ValueError,
          r"^SoftmaxCrossEntropy: .*scores x must be 2-D"),
         (lambda: F.clip(np.ones(3), 1.0, -1.0), ValueError,
@@ -516,11 +517,37 @@ def test_dropout_keeps_the_dtype():
         (lambda: F.dropout(np.ones(3), 1.0), ValueError, r"^dropout: dropout_ratio must be in \[0, 1\)"),
         (lambda: F.accuracy(np.ones((3, 2)), np.array([0, 1])), ValueError,
          r"^accuracy: .*shapes \(3, 2\) and \(2,\)"),
+        # a label that no class has was counted as a miss, without a word
+        (lambda: F.accuracy(np.ones((2, 3)), np.array([0, 7])), ValueError,
+         r"^accuracy: labels t must be in \[0, 3\), got values from 0 to 7"),
+        (lambda: F.accuracy(np.ones((2, 3)), np.array([0.0, 1.0])), TypeError,
+         r"^accuracy: labels t must be integers .*float64"),
+        # 0-d inputs where an axis is needed: IndexError 'tuple index out of range',
+        # 'not enough values to unpack' or AxisError, naming no function
+        (lambda: F.flatten(np.array(0.5)), ValueError, r"^flatten: .*a 0-d value has no axis"),
+        (lambda: F.pooling(np.array(0.5), 2), ValueError,
+         r"^Pooling: .*needs images x of shape \(N, C, H, W\), got shape \(\)"),
+        (lambda: F.average_pooling(np.ones((3, 4)), 2), ValueError,
+         r"^AveragePooling: .*needs images x of shape \(N, C, H, W\), got shape \(3, 4\)"),
+        (lambda: F.conv2d_simple(np.array(0.5), np.ones((1, 1, 1, 1))), ValueError,
+         r"^conv2d_simple: needs images x"),
+        (lambda: F.pooling_simple(np.array(0.5), 2), ValueError, r"^pooling_simple: needs images x"),
+        (lambda: F.pooling_simple(np.ones((1, 1, 4, 0)), 2), ValueError,
+         r"^pooling_simple: a kernel of \(2, 2\) .* does not fit"),
+        (lambda: F.conv2d_simple(np.ones((1, 1, 2, 2)), np.array(0.5)), ValueError,
+         r"^conv2d_simple: needs kernels W of shape \(OC, C, KH, KW\), got shape \(\)"),
+        (lambda: F.softmax_simple(np.array(0.5)), ValueError,
+         r"^softmax_simple: axis 1 is out of range"),
+        (lambda: F.softmax_cross_entropy_simple(np.array(0.5), np.array([0])), ValueError,
+         r"^softmax_cross_entropy_simple: scores x must be 2-D"),
         (lambda: F.matmul(np.ones((2, 3)), np.ones((2, 3))), ValueError, r"^MatMul: inputs of shapes"),
         (lambda: F.linear(np.ones((2, 3)), np.ones((2, 3))), ValueError, r"^Linear: inputs of shapes"),
     ],
     ids=["sce-length", "sce-dtype", "sce-range", "sce-1d", "clip", "reshape", "dropout",
-         "accuracy", "matmul", "linear"],
+         "accuracy", "accuracy-range", "accuracy-dtype", "flatten-0d", "pooling-0d",
+         "average_pooling-2d", "conv2d_simple-0d", "pooling_simple-0d",
+         "pooling_simple-empty", "conv2d_simple-W-0d", "softmax_simple-0d",
+         "sce_simple-0d", "matmul", "linear"],
 )
 def test_errors_name_the_operation(call, error, pattern):
     with pytest.raises(error, match=pattern):
@@ -774,18 +801,20 @@ def test_mean_over_no_element_is_nan_as_in_pytorch():
 
 def test_losses_on_zero_rows_are_nan_with_empty_gradients():
     x = dz.Variable(np.zeros((0, 3)))
-    loss = F.mean_squared_error(x, np.zeros((0, 3)))
-    assert np.isnan(loss.data)
-    loss.backward()
-    assert x.grad.shape == (0, 3)
-    x.cleargrad()
+    # (mean_squared_error_simple raised ZeroDivisionError, naming no operation)
+    for mean_squared_error in (F.mean_squared_error, F.mean_squared_error_simple):
+        loss = mean_squared_error(x, np.zeros((0, 3)))
+        assert np.isnan(loss.data)
+        loss.backward()
+        assert x.grad.shape == (0, 3)
+        x.cleargrad()
     loss = F.softmax_cross_entropy(x, np.zeros(0, dtype=np.int64))
     assert np.isnan(loss.data)
     loss.backward()
     assert x.grad.shape == (0, 3)
 
 
-@pytest.mark.parametrize("fn", [F.softmax, F.log_softmax])
+@pytest.mark.parametrize("fn", [F.softmax, F.log_softmax, F.softmax_simple])
 @pytest.mark.parametrize("shape, axis", [((2, 0), 1), ((0, 3), 1), ((0, 3), 0)])
 def test_softmax_over_empty_arrays(fn, shape, axis):
     x = dz.Variable(np.zeros(shape))

@@ -95,6 +95,9 @@ BAD_WEIGHTS = [
     ("weights.toml", "[stages.3]\nkeeps_shapes_not_arrays = 1\n",
      "stages.3: not a contract of stage 03: 'keeps_shapes_not_arrays'"),
     ("weights.toml", "new = [\n", "not valid TOML"),
+    # a whole number too long for Python to read (argparse said only "invalid value")
+    ("weights.toml", "new = 1" + "0" * 5000 + "\n", "not valid TOML (Exceeds the limit"),
+    ("weights.json", '{"new": 1' + "0" * 5000 + "}", "not valid JSON (Exceeds the limit"),
     ("weights.yaml", "new: 2\n", "the name must end in .toml or .json"),
     ("weights.toml", b"new = 2 # \xff\n", "not UTF-8 text"),
     ("weights.toml", "# " + "x" * 70000 + "\n", "is too large for a weights file"),
@@ -386,3 +389,51 @@ def test_sigterm_to_grade_ends_every_check_it_started(tmp_path):
     finally:
         if grade.poll() is None:
             grade.kill()
+
+
+# (what takes the stage file's name, the note progress gives)
+TAKEN_NAMES = [
+    ("folder", lambda path: path.mkdir(), "is a folder; move it away, then"),
+    ("broken link", lambda path: path.symlink_to(path.parent / "gone.py"),
+     "is a link to nothing; move it away, then"),
+]
+
+
+@pytest.mark.parametrize("what, make, note", TAKEN_NAMES, ids=[case[0] for case in TAKEN_NAMES])
+def test_progress_names_what_takes_the_stage_files_name(tmp_path, what, make, note):
+    """It said "not started: python -m dezero_mini start 3", and start then
+    refused: the name exists."""
+    from dezero_mini.grading.learner_progress import stage_file
+
+    stage = next(stage for stage in stages() if stage.number == STAGE)
+    make(tmp_path / stage.file_name)
+    path, found = stage_file(tmp_path, stage)
+    assert path is None and found == f"{stage.file_name} {note}"
+
+
+# What stands at a stage file's path when it is no file (kind, how to make it,
+# what check and grade must say). A folder or a pipe was "no such file" to
+# check and "no step03_... in" to grade; a pipe would block a reader forever.
+NOT_FILES = [
+    ("folder", lambda path: path.mkdir(), "is a folder"),
+    ("pipe", lambda path: os.mkfifo(path), "is not a regular file (a pipe or a device)"),
+    ("broken link", lambda path: path.symlink_to(path.parent / "gone.py"), "is a link to nothing"),
+]
+
+
+@pytest.mark.parametrize("kind, make, words", NOT_FILES, ids=[case[0] for case in NOT_FILES])
+def test_check_and_grade_say_what_stands_where_the_file_should_be(tmp_path, kind, make, words):
+    from dezero_mini.contracts.runner import check_file
+    from dezero_mini.grading.batch import find_submissions
+
+    stage = get_stage(STAGE)
+    folder = tmp_path / "alice"
+    folder.mkdir()
+    path = folder / stage.file_name
+    make(path)
+    report = check_file(STAGE, path)
+    assert report.status == "error"
+    assert report.message == f"{str(path)!r} {words}; give the path of your stage file"
+    (submission,) = find_submissions(STAGE, [str(folder)])
+    assert submission.file is None
+    assert submission.problem == f"{stage.file_name} in {str(folder)!r} {words}"

@@ -250,3 +250,36 @@ def test_a_csv_of_digits_is_read_up_to_a_bound(tmp_path):
     with pytest.raises(DataFileError, match=r"more than 1,048,576 bytes once decompressed.*"
                                             r"reading stopped there"):
         datasets.read_mnist_csv(path, max_bytes=1 << 20)
+
+
+# --- The data folder ($DEZERO_MINI_DATA) that is not one ------------------------------------------
+# (how the folder is spoiled, words the error must hold). Before: FileExistsError
+# "File exists: '/dev/null'", IsADirectoryError, FileNotFoundError, none with a fix.
+SPOILED_DATA_FOLDERS = [
+    ("a file", lambda folder: folder.write_text("not a folder\n"),
+     "which is a file, not a folder; set DEZERO_MINI_DATA to a folder"),
+    ("a folder in the file's place",
+     lambda folder: (folder / "train-images-idx3-ubyte.gz").mkdir(parents=True),
+     "is a folder or another kind of file; remove it"),
+    ("a folder that cannot be made", lambda folder: folder.parent.write_text(""),
+     "cannot make the data folder"),
+]
+
+
+@pytest.mark.parametrize("case, spoil, words", SPOILED_DATA_FOLDERS,
+                         ids=[case[0] for case in SPOILED_DATA_FOLDERS])
+def test_a_data_folder_that_is_not_one_is_named_with_the_fix(tmp_path, monkeypatch, case, spoil,
+                                                              words):
+    folder = tmp_path / "data"
+    if case == "a folder that cannot be made":
+        folder = tmp_path / "blocker" / "data"  # blocker is a file
+    spoil(folder)
+    monkeypatch.setenv("DEZERO_MINI_DATA", str(folder))
+
+    def no_network(*args, **kwargs):
+        raise AssertionError("nothing may be downloaded into a folder that is not one")
+
+    monkeypatch.setattr(datasets, "_urlopen", no_network)
+    with pytest.raises(datasets.DownloadError) as raised:
+        MNIST(train=True)
+    assert words in str(raised.value)

@@ -501,3 +501,55 @@ def test_report_puts_the_figures_of_a_run_in_words():
     text = flat.report(label=False)
     assert flat.label not in text
     assert "+0.0 live objects per batch" in text and "automatic collections during the run" in text
+
+
+def test_a_record_of_one_batch_reports_no_growth_rate():
+    """``memory --batches 1`` printed "+nan live objects per batch": one
+    batch has no slope, and the report says so instead."""
+    record = record_training("dezero_mini", batches=1, rss=False)
+    text = record.report()
+    assert "nan" not in text
+    assert "growth per batch needs 2 batches or more" in text
+    assert "highest peak within a batch" in text
+
+
+# A record's CSV spoiled in each way a file can be (name -> change of the good
+# text, words the error must hold). Before, each one was an IndexError,
+# TypeError, UnicodeDecodeError or int() error that named no file.
+GOOD_CSV = "batch,live_objects,traced_current,loss\n0,12,100,2.5\n1,12,104,2.25\n"
+SPOILED_CSVS = {
+    "empty": (lambda text: "", "empty file"),
+    "not a record": (lambda text: "hello\n", "line 1: header 'hello'"),
+    "no loss": (lambda text: text.replace(",loss", "").replace(",2.5", "").replace(",2.25", ""),
+                "loss among them"),
+    "a column twice": (lambda text: text.replace("traced_current", "live_objects"), "each once"),
+    "a short line": (lambda text: text.replace("1,12,104,2.25", "1,12"), "line 3: 2 values"),
+    "a word for a count": (lambda text: text.replace("0,12,", "0,abc,"),
+                           "line 2: live_objects is 'abc', not a whole number"),
+    "a batch missing": (lambda text: text.replace("\n1,", "\n5,"),
+                        "line 3: batch '5' where batch 1 belongs"),
+    "not UTF-8": (lambda text: b"\xff\xfe" + text.encode(), "not UTF-8 text"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(SPOILED_CSVS))
+def test_a_spoiled_record_csv_is_a_clear_error(case, tmp_path):
+    spoil, words = SPOILED_CSVS[case]
+    path = tmp_path / "memory.csv"
+    content = spoil(GOOD_CSV)
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    with pytest.raises(ValueError) as raised:
+        TrainingRecord.from_csv(path)
+    message = str(raised.value)
+    assert message.startswith(f"TrainingRecord.from_csv: {path}")
+    assert words in message and "to_csv" in message
+
+
+def test_the_good_csv_of_the_table_reads(tmp_path):
+    """The table's starting point is itself a valid record."""
+    path = tmp_path / "memory.csv"
+    path.write_text(GOOD_CSV)
+    record = TrainingRecord.from_csv(path)
+    assert record.batches == 2
+    assert record.live_objects.tolist() == [12, 12] and record.loss.tolist() == [2.5, 2.25]
+    assert record.rss is None

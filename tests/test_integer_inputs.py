@@ -99,3 +99,34 @@ def test_data_replaced_by_integers_after_the_graph_is_an_error():
     with pytest.raises(RuntimeError, match="now holds int64; only floating-point Variables have "
                                            "gradients"):
         y.backward()
+
+
+def _numpy_softmax(x):
+    e = np.exp(x - x.max(axis=1, keepdims=True).astype(np.float64))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+# Functions whose forward on integers or bools must be NumPy's value, not one
+# computed in the integer dtype (name -> operation, NumPy's value in float64).
+# Found by a sweep: the mean of [1, 2, 0] as int64 was 0 (1/3 made an int64
+# constant), softmax_simple of uint8 was nan (x - max wrapped around).
+FLOAT_RESULTS = {
+    "mean": (F.mean, lambda x: np.mean(x)),
+    "average over an axis": (lambda x: F.average(x, axis=1), lambda x: np.mean(x, axis=1)),
+    "mean_squared_error_simple": (lambda x: F.mean_squared_error_simple(x, np.zeros_like(x)),
+                                  lambda x: np.mean(x.astype(np.float64) ** 2)),
+    "softmax": (F.softmax, _numpy_softmax),
+    "softmax_simple": (F.softmax_simple, _numpy_softmax),
+}
+
+
+@pytest.mark.parametrize("dtype", [np.bool_, np.int8, np.uint8, np.int32, np.int64],
+                         ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("name", sorted(FLOAT_RESULTS))
+def test_integer_inputs_give_numpys_floating_point_values(name, dtype):
+    operation, expected = FLOAT_RESULTS[name]
+    x_array = np.array([[1, 2, 0], [3, 0, 1]]).astype(dtype)
+    y = operation(Variable(x_array))
+    assert np.issubdtype(y.dtype, np.floating), y.dtype
+    rtol = 1e-3 if y.dtype == np.float16 else 1e-12  # np.exp of 8-bit integers is float16
+    np.testing.assert_allclose(y.data, expected(x_array), rtol=rtol)

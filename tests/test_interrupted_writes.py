@@ -152,3 +152,81 @@ def test_a_folder_that_takes_no_new_file_is_named_with_the_target(tmp_path):
         atomic.write_text(Path("/proc/dezero_mini_out.txt"), "text")
     assert raised.value.filename == "/proc/dezero_mini_out.txt"
     assert not list(Path("/proc").glob(".dezero_mini_out.txt.*"))
+
+
+# --- Targets that are odd but valid, and disks that fill up ------------------------------------
+def _write_fails_on_sync(monkeypatch):
+    """The disk fills up at the end of the write: fsync fails as a full disk
+    does, with an OSError that names no file."""
+    def full(fd):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(atomic.os, "fsync", full)
+
+
+# (how the target is made in the folder, the name written to, what must hold after)
+ODD_TARGETS = [
+    # a name of 255 bytes is valid; its temporary (name + 22) must be valid too
+    ("long name", lambda folder: None, "a" * 251 + ".npz"),
+    ("long unicode name", lambda folder: None, "权" * 83 + ".npz"),  # 249 bytes in UTF-8
+    ("symbolic link", lambda folder: ((folder / "real.npz").write_bytes(OLD),
+                                      (folder / "link.npz").symlink_to("real.npz")), "link.npz"),
+]
+
+
+@pytest.mark.parametrize("case, make, name", ODD_TARGETS, ids=[case[0] for case in ODD_TARGETS])
+def test_an_odd_but_valid_target_is_written(tmp_path, case, make, name):
+    make(tmp_path)
+    atomic.write_bytes(tmp_path / name, b"new")
+    assert (tmp_path / name).read_bytes() == b"new"
+    assert temporaries(tmp_path) == []
+    if case == "symbolic link":  # written through the link, as open() does: the link stays
+        assert (tmp_path / name).is_symlink()
+        assert (tmp_path / "real.npz").read_bytes() == b"new"
+
+
+def test_a_link_to_a_device_is_refused_not_replaced_by_a_file(tmp_path):
+    """``w.npz -> /dev/full``: renaming over the link would make a regular
+    file with /dev/full's permissions (rw for everyone); it is refused."""
+    (tmp_path / "w.npz").symlink_to("/dev/full")
+    with pytest.raises(OSError, match="not a regular file") as raised:
+        atomic.write_bytes(tmp_path / "w.npz", b"new")
+    assert raised.value.filename == "/dev/full"
+    assert (tmp_path / "w.npz").is_symlink()
+    assert temporaries(tmp_path) == []
+
+
+def test_a_full_disk_names_the_target_and_keeps_the_old_file(tmp_path, monkeypatch):
+    """The command line prints an OSError that names a file as one line;
+    one that names none would reach the user as a traceback."""
+    target = tmp_path / "w.npz"
+    target.write_bytes(OLD)
+    _write_fails_on_sync(monkeypatch)
+    with pytest.raises(OSError) as raised:
+        atomic.write_bytes(target, b"new")
+    assert raised.value.errno == 28 and raised.value.filename == str(target)
+    assert target.read_bytes() == OLD
+    assert temporaries(tmp_path) == []
+
+
+def test_a_folder_in_the_way_is_named_not_the_temporary(tmp_path):
+    """``save_weights("d.npz")`` where d.npz is a folder said
+    ``Is a directory: '.d.npz.<random>.tmp' -> 'd.npz'``."""
+    (tmp_path / "d.npz").mkdir()
+    with pytest.raises(IsADirectoryError) as raised:
+        atomic.write_bytes(tmp_path / "d.npz", b"new")
+    assert raised.value.filename == str(tmp_path / "d.npz")
+    assert raised.value.filename2 is None
+    assert temporaries(tmp_path) == []
+
+
+def test_without_overwrite_a_link_to_nothing_is_a_taken_name(tmp_path):
+    """``start`` over a broken link must not create the file it points to
+    (a link to /nonexistent made a file /nonexistent)."""
+    gone = tmp_path / "elsewhere" / "gone.py"
+    gone.parent.mkdir()
+    (tmp_path / "step03.py").symlink_to(gone)
+    with pytest.raises(FileExistsError):
+        atomic.write_text(tmp_path / "step03.py", "new", overwrite=False)
+    assert not gone.exists()
+    assert temporaries(tmp_path) == []

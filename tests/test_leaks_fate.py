@@ -96,3 +96,19 @@ def test_sigterm_during_the_script_ends_the_command_not_as_the_scripts_error(tmp
         process.kill()
     assert process.returncode == 143
     assert "Traceback" not in err and "terminated" in err
+
+
+def test_a_script_that_closes_its_stdout_is_not_blamed_for_leaks_flush(tmp_path, monkeypatch):
+    """``sys.stdout.close()`` in the script: leaving the script's namespace
+    flushed the closed stream and raised ValueError, which leaks reported as
+    the script's own exception, with dezero_mini's frames."""
+    import io
+
+    from dezero_mini.memory.loop_marks import new_main_module, script_as_main
+
+    path = tmp_path / "closes.py"
+    path.write_text("pass\n")
+    closed = io.TextIOWrapper(io.BytesIO())  # (a closed StringIO flushes without a word)
+    monkeypatch.setattr(sys, "stdout", closed)
+    with script_as_main(path, new_main_module(path), []):
+        closed.close()

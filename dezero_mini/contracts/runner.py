@@ -37,6 +37,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from dezero_mini.atomic import not_a_file
 from dezero_mini.contracts import get_stage, names_needed_at
 from dezero_mini.contracts.bench import BATCHES
 from dezero_mini.contracts.channel import Reader, Tampered, new_key
@@ -421,8 +422,11 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
     number = stage.number
     report = CheckReport(stage=stage.number, stage_name=stage.name, stage_title=stage.title,
                          file=str(path), status="passed")
-    if not path.is_file():
-        report.status, report.message = "error", f"no such file: {str(path)!r}"
+    what = not_a_file(path)
+    if what is not None:  # (a folder or a pipe was "no such file"; a pipe would hang the read)
+        report.status, report.message = "error", (
+            "no such file: " + repr(str(path)) if what == "does not exist"
+            else f"{str(path)!r} {what}; give the path of your stage file")
         return report
     path = path.resolve()
     if _refuse_before_running(report, path, number, allow_reference):

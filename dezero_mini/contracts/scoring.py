@@ -175,7 +175,7 @@ def _read_weights_file(path):
                            "package); write the same weights as a .json file")
     try:
         return toml.loads(text)
-    except toml.TOMLDecodeError as error:
+    except ValueError as error:  # TOMLDecodeError, and a whole number of over 4300 digits
         raise WeightsError(f"{what}: not valid TOML ({error})") from None
 
 

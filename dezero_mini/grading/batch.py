@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from dezero_mini.atomic import not_a_file
 from dezero_mini.contracts import get_stage
 from dezero_mini.contracts.runner import DEFAULT_TIMEOUT, DEFAULT_TOTAL_TIMEOUT
 from dezero_mini.contracts.scoring import display_points, select_contracts
@@ -74,11 +75,15 @@ def find_submissions(number, arguments):
         if path.is_dir():
             file = path / stage.file_name
             student = key.name
-            if not file.is_file():
+            what = not_a_file(file)
+            if what is not None:
                 others = sorted(child.name for child in path.glob("*.py"))[:5]
-                found.append(Submission(student, path, None, (
-                    f"no {stage.file_name} in {str(path)!r}"
-                    + (f" (its Python files: {', '.join(others)})" if others else ""))))
+                if what == "does not exist":
+                    problem = f"no {stage.file_name} in {str(path)!r}" + (
+                        f" (its Python files: {', '.join(others)})" if others else "")
+                else:  # (a folder or a pipe by that name was "no ... in")
+                    problem = f"{stage.file_name} in {str(path)!r} {what}"
+                found.append(Submission(student, path, None, problem))
                 continue
         elif path.is_file():
             file = path

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from dezero_mini.atomic import not_a_file
 from dezero_mini.contracts import stages
 from dezero_mini.contracts.scoring import display_points
 
@@ -42,6 +43,9 @@ def stage_file(folder, stage):
     if others:
         return None, (f"{len(others)} files could be stage {stage.number:02d} ("
                       f"{', '.join(path.name for path in others)}): name one {stage.file_name}")
+    what = not_a_file(exact)
+    if what != "does not exist":  # the name is taken by no file: start would refuse it too
+        return None, f"{stage.file_name} {what}; move it away, then"
     return None, ""
 
 

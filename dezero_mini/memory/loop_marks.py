@@ -73,4 +73,5 @@ def script_as_main(path, module, script_args):
         sys.argv, sys.path[:] = saved[0], saved[1]
         if saved[2] is not None:
             sys.modules["__main__"] = saved[2]
-        sys.stdout.flush()
+        with contextlib.suppress(AttributeError, ValueError):  # the script may have closed
+            sys.stdout.flush()  # (or replaced) sys.stdout: its output is then its own

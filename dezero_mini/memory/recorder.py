@@ -102,15 +102,51 @@ class TrainingRecord:
 
     @classmethod
     def from_csv(cls, path, label=None, stage=None):
-        """Read a record written by ``to_csv`` (the per-batch signals only)."""
-        with open(path, newline="") as f:
-            rows = list(csv.reader(f))
+        """Read a record written by ``to_csv`` (the per-batch signals only).
+
+        Everything is checked before it is used: the header (``batch`` and
+        known signals, ``loss`` among them, each once), one value per column
+        on every line, whole numbers where ``to_csv`` writes them, and the
+        batches numbered 0, 1, 2, ... A file that is not such a record is a
+        ValueError that names the file, the line and what was wrong; a
+        missing file or a folder stays an OSError that names it.
+        """
+        def refuse(problem, line=None):
+            where = f"{path}" if line is None else f"{path}, line {line}"
+            raise ValueError(f"TrainingRecord.from_csv: {where}: {problem}; a record's CSV is "
+                             "what TrainingRecord.to_csv (or memory --csv) writes") from None
+
+        try:
+            with open(path, newline="", encoding="utf-8") as f:
+                rows = list(csv.reader(f))
+        except UnicodeDecodeError as error:
+            refuse(f"not UTF-8 text ({error.reason} at byte {error.start})")
+        except csv.Error as error:
+            refuse(f"not CSV ({error})")
+        if not rows:
+            refuse("empty file")
         header, body = rows[0], rows[1:]
-        signals = {}
-        for k, name in enumerate(header[1:], start=1):
-            dtype = np.float64 if name in _FLOAT_SIGNALS else np.int64
-            signals[name] = np.array([float(r[k]) if dtype is np.float64 else int(r[k]) for r in body],
-                                     dtype=dtype)
+        names = header[1:]
+        unknown = [name for name in names if name not in SIGNALS]
+        if header[:1] != ["batch"] or unknown or len(set(names)) != len(names) \
+                or "loss" not in names:
+            refuse(f"header {','.join(header)[:200]!r}: expected 'batch' and then signals "
+                   f"among {', '.join(SIGNALS)} (each once, loss among them)", 1)
+        columns = {name: [] for name in names}
+        for number, row in enumerate(body):
+            line = number + 2
+            if len(row) != len(header):
+                refuse(f"{len(row)} values, the header has {len(header)}", line)
+            if row[0] != str(number):
+                refuse(f"batch {row[0][:40]!r} where batch {number} belongs", line)
+            for name, text in zip(names, row[1:]):
+                try:
+                    columns[name].append(float(text) if name in _FLOAT_SIGNALS else int(text))
+                except ValueError:
+                    kind = "a number" if name in _FLOAT_SIGNALS else "a whole number"
+                    refuse(f"{name} is {text[:40]!r}, not {kind}", line)
+        signals = {name: np.array(values, dtype=np.float64 if name in _FLOAT_SIGNALS
+                                  else np.int64) for name, values in columns.items()}
         return cls(label if label is not None else str(path), stage, signals)
 
     def summary(self):
@@ -145,15 +181,22 @@ class TrainingRecord:
         ``gc.collect()`` freed. One line each, indented, after the record's
         label (``label=False`` leaves it out)."""
         s = self.summary()
-        # round() then + 0.0: a flat slope of -1e-15 reads "+0.0", not "-0.0".
-        kib = round(s["traced_bytes_per_batch"] / 1024, 1) + 0.0
         lines = [self.label] if label else []
-        if s["objects_per_batch"] is not None:
-            objects = round(s["objects_per_batch"], 1) + 0.0
-            lines.append(f"  {objects:+.1f} live objects per batch ({s['live_objects_first']} "
-                         f"after batch 1, {s['live_objects_last']} after batch {s['batches']})")
-        lines.append(f"  {kib:+.1f} KiB traced per batch; highest peak within a batch: "
-                     f"{s['traced_peak_max'] / 1024**2:.2f} MiB")
+        peak = f"highest peak within a batch: {s['traced_peak_max'] / 1024**2:.2f} MiB"
+        if s["batches"] < 2:  # a slope needs two batches (one gave "+nan per batch")
+            if s["objects_per_batch"] is not None:
+                lines.append(f"  {s['live_objects_first']} live objects after batch 1 (growth "
+                             "per batch needs 2 batches or more)")
+            lines.append(f"  {peak}")
+        else:
+            # round() then + 0.0: a flat slope of -1e-15 reads "+0.0", not "-0.0".
+            kib = round(s["traced_bytes_per_batch"] / 1024, 1) + 0.0
+            if s["objects_per_batch"] is not None:
+                objects = round(s["objects_per_batch"], 1) + 0.0
+                lines.append(f"  {objects:+.1f} live objects per batch "
+                             f"({s['live_objects_first']} after batch 1, "
+                             f"{s['live_objects_last']} after batch {s['batches']})")
+            lines.append(f"  {kib:+.1f} KiB traced per batch; {peak}")
         if s["gc_enabled"]:
             lines.append(f"  automatic collections during the run: {s['gc_collections']}, "
                          f"which freed {s['gc_collected']} objects of any kind")
