@@ -203,3 +203,57 @@ def test_a_closed_stdout_ends_quietly_like_a_unix_tool(tmp_path):
     assert head.stdout.decode().startswith("training an MLP")
     assert code == guard.EXIT_SIGPIPE, err
     assert err == ""  # no BrokenPipeError, no "Exception ignored"
+
+
+# --- An output that cannot be written ------------------------------------------------------
+# (the command after ``dezero_mini``, run with its standard output on /dev/full)
+FULL_DISK_OUTPUTS = [
+    [*TRAIN],
+    ["memory", "--stage", "1", "--batches", "2", "--out", "m.png"],
+    ["graph", "--dot"],
+    ["start", "3", "."],
+    ["check", "3", "missing.py", "--json"],
+]
+THE_SCRIPT = os.path.join(os.path.dirname(sys.executable), "dezero_mini")
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (Linux)")
+@pytest.mark.parametrize("launcher", ["python -m", "script"])
+@pytest.mark.parametrize("argv", FULL_DISK_OUTPUTS, ids=lambda argv: " ".join(argv[:2]))
+def test_a_full_disk_under_stdout_is_one_line_and_exit_1(tmp_path, launcher, argv):
+    """``... > /dev/full``: every write fails with ENOSPC, at the first print
+    or at the last flush: one line that says so, exit 1, no traceback."""
+    if launcher == "script" and not os.path.exists(THE_SCRIPT):
+        pytest.skip("the dezero_mini script is not installed next to this Python")
+    command = ([sys.executable, "-m", "dezero_mini"] if launcher == "python -m"
+               else [THE_SCRIPT])
+    with open("/dev/full", "w") as full:
+        ended = subprocess.run(command + argv, stdout=full, stderr=subprocess.PIPE,
+                               cwd=tmp_path, timeout=300)
+    err = ended.stderr.decode()
+    assert ended.returncode == 1, err
+    assert "Traceback" not in err and "Exception ignored" not in err
+    assert err.strip().splitlines() == [
+        f"{'python -m dezero_mini' if launcher == 'python -m' else 'dezero_mini'} {argv[0]}: "
+        "error: cannot write the output: No space left on device"]
+
+
+def test_an_output_error_found_at_the_last_flush_is_one_line(capsys, place, monkeypatch):
+    """A short output stays in stdout's buffer until the command returns: the
+    full disk is found by the flush, which main does itself (not Python at exit)."""
+    monkeypatch.setattr(train_command, "train", lambda *args, **kwargs: None)
+
+    class FullStdout:
+        def write(self, text):
+            return len(text)
+
+        def flush(self):
+            raise OSError(28, "No space left on device")
+
+        def fileno(self):
+            return -1  # not the process's real stdout: nothing to silence
+
+    monkeypatch.setattr(sys, "stdout", FullStdout())
+    code, _, err = run(capsys, *TRAIN)
+    assert code == 1, err
+    assert err.strip() == "dezero_mini train: error: cannot write the output: No space left on device"

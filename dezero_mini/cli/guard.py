@@ -51,8 +51,8 @@ def sigterm_raises():
 
 
 def silence_closed_stdout():
-    """After a BrokenPipeError on stdout: point file descriptor 1 at the null
-    device so that Python's own flush at exit does not fail (and print a
+    """After a BrokenPipeError on stdout, or a write that the disk refused
+    (``> /dev/full``): point file descriptor 1 at the null device so that Python's own flush at exit does not fail (and print a
     second error). Only when sys.stdout is the process's real stdout."""
     with contextlib.suppress(OSError, ValueError, AttributeError):
         if sys.stdout.fileno() != 1:

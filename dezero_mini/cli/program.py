@@ -20,10 +20,12 @@ with its parser (``add_parser``) and its work (``run_<command>``):
 needs is missing (Graphviz's ``dot``), 2 for arguments it cannot use (the
 usual code of command-line tools; argparse exits with it by itself), 130
 when interrupted with Ctrl-C, 143 when ended by SIGTERM and 141 when the
-reader of its output went away (``... | head``), as Unix tools report. A
+reader of its output went away (``... | head``), as Unix tools report; 1
+with one line when its output cannot be written (``> /dev/full``). A
 file it was writing is then left as it was before (``dezero_mini.atomic``).
 """
 import argparse
+import errno
 import sys
 
 import dezero_mini
@@ -40,6 +42,10 @@ from dezero_mini.memory import GraphvizNotFound
 
 #: The commands, in the order of ``--help``.
 COMMANDS = (train, memory, graph, leaks, start, check, grade, progress)
+
+#: The errors of a write that the place written to refused: a full disk
+#: (``> /dev/full``), a quota, a file too large, a failing device.
+OUTPUT_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG})
 
 
 def build_parser(prog="dezero_mini"):
@@ -74,7 +80,11 @@ def main(argv=None, prog="dezero_mini"):
     command = f"{prog} {args.command}"
     try:
         with sigterm_raises():
-            return args.run(args)
+            code = args.run(args)
+            # What stdout still holds is written now, so that a full disk
+            # is found here and not by Python's own flush at exit.
+            sys.stdout.flush()
+            return code
     except GraphvizNotFound as error:
         print(f"{command}: error: {error}.\n"
               "To see the graph without Graphviz, use --dot: it prints the DOT text.",
@@ -96,6 +106,13 @@ def main(argv=None, prog="dezero_mini"):
               "--batches) or free memory for it", file=sys.stderr)
         return 1
     except OSError as error:
+        if error.filename is None and error.errno in OUTPUT_WRITE_ERRORS:
+            # The standard output could not be written (`> /dev/full`): one
+            # line, and nothing more tried on it, as for a closed pipe.
+            silence_closed_stdout()
+            print(f"{command}: error: cannot write the output: {error.strerror}",
+                  file=sys.stderr)
+            return 1
         if error.filename is None:  # not a file of the user's: a defect, keep its traceback
             raise
         print(f"{command}: error: {error.strerror or error}: {error.filename}", file=sys.stderr)
