@@ -62,21 +62,52 @@ def output_target_problem(path, suffixes=()):
     the name must end in one of them.
 
     The families of bad targets: no name before the suffix, another suffix,
-    a folder, a folder that does not exist or is a file, a file that exists
-    and may not be written, a folder that the user may not write to or that
-    takes no new file (a read-only file system, ``/proc``: a file is made
-    there and removed, as :func:`atomic_write` will need to).
+    a name that ends in a separator (``w.npz/`` names a folder), a name
+    longer than the folder takes, a folder, a symbolic link to nothing or to
+    something no write can replace (the write goes through a link, so the
+    link's target is what is judged), a pipe or a device, a folder that does
+    not exist or is a file, a file that exists and may not be written, a
+    folder that the user may not write to or that takes no new file (a
+    read-only file system, ``/proc``: a file is made there and removed, as
+    :func:`atomic_write` will need to).
     """
     given = os.fspath(path)
-    path = Path(given)
+    try:
+        return _target_problem(given, Path(given), suffixes)
+    except OSError as error:  # a path the system refuses to look at (too long, ...)
+        return (f"{given!r} cannot be used as a file name ({error.strerror or error}); "
+                "choose another name")
+
+
+def _target_problem(given, path, suffixes):
+    """:func:`output_target_problem` without its guard against OSError."""
     if suffixes and path.name.lower() in suffixes:  # ".npz" alone: a hidden file, no extension
         return f"the file needs a name before {path.name}, like {'out' + path.name!r}"
     if suffixes and path.suffix.lower() not in suffixes:
         return f"the file name must end in {' or '.join(suffixes)}, got {given!r}"
+    too_long = _name_too_long(path)
+    if too_long:
+        return too_long
     if path.is_dir():
         suffix = path.suffix.lower() or (suffixes[0] if suffixes else "")
         example = f", like {str(path / ('out' + suffix))!r}" if suffix else ""
         return f"{given!r} is a folder; give a file name inside it{example}"
+    if given.endswith(tuple(filter(None, (os.sep, os.altsep)))):
+        return (f"{given!r} ends in {given[-1]!r}, which makes it the name of a folder; "
+                f"give the file name without it, like {str(path)!r}")
+    if os.path.islink(path):  # the write goes through the link: judge what it points to
+        real = Path(os.path.realpath(path))
+        what = not_a_file(path)
+        if what == "is a link to nothing":
+            return (f"{given!r} {what}; remove the link or give the name of a file to write")
+        if what is not None:
+            return (f"{given!r} is a link to {str(real)!r}, which {what}; give the name of "
+                    "a file to write")
+        path = real
+    elif os.path.lexists(path):
+        what = not_a_file(path)
+        if what is not None:
+            return f"{given!r} {what}; give the name of a file to write"
     folder = path.parent
     if not folder.is_dir():
         if folder.exists():
@@ -97,6 +128,25 @@ def output_target_problem(path, suffixes=()):
         return (f"the folder {str(folder)!r} does not accept new files ({error.strerror}); "
                 "choose a folder you can write to")
     return None
+
+
+def _name_too_long(path):
+    """The sentence for a file name longer than its folder takes, or None.
+    (Only where the folder exists: otherwise that is the problem to name.)"""
+    folder = path.parent
+    if not folder.is_dir():
+        return None
+    try:
+        name_max = os.pathconf(folder, "PC_NAME_MAX")
+    except (OSError, ValueError, AttributeError):  # no pathconf (Windows), or no answer
+        name_max = NAME_MAX
+    if name_max is None or name_max <= 0:  # no limit said
+        name_max = NAME_MAX
+    size = len(os.fsencode(path.name))
+    if size <= name_max:
+        return None
+    return (f"the file name is {size} bytes; this folder takes at most {name_max}: "
+            "choose a shorter name")
 
 
 @contextlib.contextmanager

@@ -40,6 +40,14 @@ def place(tmp_path, monkeypatch):
     for name in ("dir.npz", "dir.png", "dir.svg", "dir.csv", "dir.dot", "graph.svg"):
         (tmp_path / name).mkdir()
     (tmp_path / "file").write_text("a file, not a folder\n")
+    # what a write cannot replace, and a link is judged by what it points to
+    (tmp_path / "full.npz").symlink_to("/dev/full" if os.path.exists("/dev/full") else os.devnull)
+    (tmp_path / "dangling.npz").symlink_to(tmp_path / "nowhere" / "w.npz")
+    (tmp_path / "looping.svg").symlink_to("looping.svg")
+    (tmp_path / "to_a_folder.npz").symlink_to("dir.npz")
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "pipe.npz")
+        os.mkfifo(tmp_path / "pipe.csv")
     monkeypatch.setattr(train_command, "machine_memory", lambda: 8 * GB)
     monkeypatch.setattr(memory_command, "machine_memory", lambda: 8 * GB)
 
@@ -62,6 +70,31 @@ BAD_TARGETS = [
     ([*TRAIN, "--save", "w.pkl"], 2, ["--save", ".npz", "'w.pkl'"]),
     ([*TRAIN, "--save", ""], 2, ["--save", "must end in .npz, got ''"]),
     ([*TRAIN, "--save", ".npz"], 2, ["--save", "needs a name before .npz"]),
+    # a name longer than the folder takes (255 bytes on most file systems), or a path
+    # longer than the system takes at all
+    ([*TRAIN, "--save", "a" * 300 + ".npz"], 2,
+     ["--save", "the file name is 304 bytes; this folder takes at most 255"]),
+    ([*TRAIN, "--save", "é" * 130 + ".npz"], 2, ["--save", "the file name is 264 bytes"]),
+    ([*MEMORY, "--csv", "b" * 300 + ".csv"], 2, ["--csv", "the file name is 304 bytes"]),
+    (["graph", "--out", "c" * 300 + ".svg"], 2, ["--out", "the file name is 304 bytes"]),
+    ([*TRAIN, "--save", "d" * 5000 + "/w.npz"], 2,
+     ["--save", "cannot be used as a file name (File name too long)"]),
+    # a name ending in a separator names a folder, though the folder does not exist
+    ([*TRAIN, "--save", "w.npz/"], 2, ["--save", "'w.npz/' ends in '/'", "like 'w.npz'"]),
+    ([*MEMORY, "--out", "m.png/"], 2, ["--out", "'m.png/' ends in '/'"]),
+    (["grade", "3", "x.py", "--csv", "out/"], 2, ["--csv", "'out/' ends in '/'"]),
+    (["check", "3", "x.py", "--gradescope", "r.json/"], 2, ["--gradescope", "ends in '/'"]),
+    # links: judged by what they point to, before the run (the write goes through them)
+    ([*TRAIN, "--save", "full.npz"], 2,
+     ["--save", "'full.npz' is a link to", "not a regular file (a pipe or a device)"]),
+    ([*TRAIN, "--save", "dangling.npz"], 2, ["--save", "'dangling.npz' is a link to nothing"]),
+    (["graph", "--out", "looping.svg"], 2, ["--out", "'looping.svg' is a link to nothing"]),
+    ([*TRAIN, "--save", "to_a_folder.npz"], 2, ["--save", "'to_a_folder.npz' is a folder"]),
+    # a pipe or a device named directly
+    *([([*TRAIN, "--save", "pipe.npz"], 2,
+        ["--save", "'pipe.npz' is not a regular file (a pipe or a device)"]),
+       ([*MEMORY, "--csv", "pipe.csv"], 2, ["--csv", "'pipe.csv' is not a regular file"])]
+      if hasattr(os, "mkfifo") else []),
     ([*MEMORY, "--out", "dir.png"], 2, ["--out", "'dir.png' is a folder"]),
     ([*MEMORY, "--out", "file/m.png"], 2, ["--out", "'file' is a file"]),
     ([*MEMORY, "--csv", "dir.csv"], 2, ["--csv", "'dir.csv' is a folder"]),
