@@ -7,9 +7,11 @@ before any training; sizes that cannot fit are refused with an estimate; a
 closed stdout, SIGTERM and a MemoryError end the command in one line.
 Files must not appear when a command refuses to run.
 """
+import argparse
 import os
 import subprocess
 import sys
+import warnings
 
 import pytest
 
@@ -290,3 +292,43 @@ def test_an_output_error_found_at_the_last_flush_is_one_line(capsys, place, monk
     code, _, err = run(capsys, *TRAIN)
     assert code == 1, err
     assert err.strip() == "dezero_mini train: error: cannot write the output: No space left on device"
+
+
+# --- A learning rate that sends the loss out of the numbers ---------------------------------
+# (options after train --epochs 1, the words of the error)
+DIVERGING = [
+    (["--dataset", "spiral", "--lr", "1e300"],
+     "the loss became nan at epoch 1, batch 2 (--lr 1e+300): the learning rate is too large; "
+     "try the default (0.01 for adam)"),
+    (["--dataset", "spiral", "--optimizer", "sgd", "--lr", "1e300"],
+     "(--lr 1e+300): the learning rate is too large; try the default (0.3 for sgd)"),
+    (["--dataset", "spiral", "--optimizer", "momentum", "--lr", "1e30"],
+     "the learning rate is too large; try the default (0.1 for momentum)"),
+    (["--dataset", "sincurve", "--lr", "1e300"], "the loss became nan at epoch 1"),
+]
+
+
+@pytest.mark.parametrize("options, words", DIVERGING, ids=lambda v: " ".join(v)
+                         if isinstance(v, list) else None)
+def test_a_loss_that_is_not_finite_stops_the_run(capsys, tmp_path, monkeypatch, options, words):
+    """It ended with exit 0, "loss nan" and a saved file of nan weights, after
+    NumPy warnings that pointed at lines of the framework."""
+    monkeypatch.chdir(tmp_path)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a RuntimeWarning of NumPy's fails the test
+        code, out, err = run(capsys, "train", "--epochs", "1", *options, "--save", "w.npz")
+    assert code == 1, err
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1
+    assert err.startswith("dezero_mini train: error: the loss became ")
+    assert words in err and err.strip().endswith("; no weights were saved")
+    assert "nan" not in out  # stopped at the first batch whose loss is not a number
+    assert os.listdir(tmp_path) == []
+
+
+def test_a_default_learning_rate_that_diverges_asks_for_a_smaller_one():
+    diverged = train_command.TrainingDiverged(float("inf"), 3, 7, 0.01)
+    args = argparse.Namespace(optimizer="adam", lr=None, save=None)
+    assert train_command.diverged_message(diverged, args) == (
+        "the loss became inf at epoch 3, batch 7 (lr 0.01, adam): try a smaller --lr, "
+        "or another --optimizer")

@@ -135,6 +135,16 @@ def too_big_message(task, hidden, optimizer, batch_size, samples, available):
 
 
 # --- Data -------------------------------------------------------------------------------
+class TrainingDiverged(ArithmeticError):
+    """The loss of a batch was not a finite number (nan or inf): the weights
+    have left the range of floating point, and every later batch would only
+    carry the nan on. The run stops there, and nothing is saved."""
+
+    def __init__(self, loss, epoch, batch, lr):
+        self.loss, self.epoch, self.batch, self.lr = loss, epoch, batch, lr
+        super().__init__(f"the loss became {loss} at epoch {epoch}, batch {batch}")
+
+
 def load_datasets(task, data_dir=None):
     """``(training set, test set or None)`` of a task.
 
@@ -250,13 +260,20 @@ def train(task, train_set, test_set=None, *, epochs=None, batch_size=None, hidde
     print("memory: live = framework Variables+Functions alive; "
           "traced = bytes held by Python and NumPy (tracemalloc)", file=stream)
     progress = ProgressLine(stream)
-    with tracing():
+    # Overflow and invalid values are not warned about, from lines of the
+    # framework that are not the user's fault: a loss that is not finite
+    # stops the run instead, with the batch and the learning rate.
+    with tracing(), np.errstate(over="ignore", invalid="ignore"):
         started = time.perf_counter()
         for epoch in range(1, epochs + 1):
             totals = Totals()
             head = f"epoch {epoch:>{len(str(epochs))}}/{epochs}"
             for x, t in loader:
-                totals.add(*train_batch(model, updater, task, x, t), len(x))
+                loss, hits = train_batch(model, updater, task, x, t)
+                if not np.isfinite(loss):
+                    progress.close()
+                    raise TrainingDiverged(loss, epoch, totals.batches + 1, lr)
+                totals.add(loss, hits, len(x))
                 progress.update(lambda: _progress_text(head, totals, loader.max_iter))
             progress.step_done(_progress_text(head, totals, loader.max_iter))
         progress.close()
@@ -387,7 +404,24 @@ def run_train(args):
         if test_set is None:
             print(f"no test set: {args.data_dir} has no t10k- files, so only the training "
                   "set is measured")
-        train(task, train_set, test_set, epochs=args.epochs, batch_size=args.batch_size,
-              hidden=args.hidden, activation=args.activation, optimizer=args.optimizer,
-              lr=args.lr, seed=args.seed, save=args.save)
+        try:
+            train(task, train_set, test_set, epochs=args.epochs, batch_size=args.batch_size,
+                  hidden=args.hidden, activation=args.activation, optimizer=args.optimizer,
+                  lr=args.lr, seed=args.seed, save=args.save)
+        except TrainingDiverged as diverged:
+            print(f"{args.parser.prog}: error: {diverged_message(diverged, args)}",
+                  file=sys.stderr)
+            return 1
     return 0
+
+
+def diverged_message(diverged, args):
+    """What to say when the loss stopped being a number, and what to try."""
+    default = DEFAULT_LR[args.optimizer]
+    if args.lr is not None and args.lr > default:
+        advice = (f"(--lr {args.lr:g}): the learning rate is too large; try the default "
+                  f"({default:g} for {args.optimizer})")
+    else:
+        advice = (f"(lr {diverged.lr:g}, {args.optimizer}): try a smaller --lr, or another "
+                  "--optimizer")
+    return f"{diverged} {advice}; no weights were saved" if args.save else f"{diverged} {advice}"
