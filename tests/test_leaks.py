@@ -722,7 +722,7 @@ def test_leaks_shows_the_scripts_own_traceback(capsys, tmp_path, body, message, 
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["no_such_script.py"], "no such script"),
+    (["no_such_script.py"], "the script 'no_such_script.py' does not exist"),
     (["--consecutive", "0", "x.py"], "--consecutive"),
     (["--consecutive", "1", "x.py"], "at least 2"),
     ([], "SCRIPT"),

@@ -6,6 +6,7 @@ is shown; a script that ends with ``os._exit`` is judged at that call, so a
 leak report is never followed by exit 0. Every row runs a leaking and a
 clean loop: the status is the script's when it is not 0, else the verdict's.
 """
+import os
 import subprocess
 import sys
 import textwrap
@@ -112,3 +113,50 @@ def test_a_script_that_closes_its_stdout_is_not_blamed_for_leaks_flush(tmp_path,
     monkeypatch.setattr(sys, "stdout", closed)
     with script_as_main(path, new_main_module(path), []):
         closed.close()
+
+
+# --- What stands where the script should be -------------------------------------------------
+# (the command line after ``leaks``, words of the one error line; exit 2 for each)
+def bad_script_places(tmp_path):
+    (tmp_path / "folder.py").mkdir()
+    (tmp_path / "dangling.py").symlink_to(tmp_path / "nowhere.py")
+    (tmp_path / "-train.py").write_text("print('ran')\n")
+    table = [
+        (["missing.py"], "the script 'missing.py' does not exist"),
+        (["folder.py"], "the script 'folder.py' is a folder"),
+        (["dangling.py"], "the script 'dangling.py' is a link to nothing"),
+        (["-train.py"], "'-train.py' reads as an option; give a script whose name starts with "
+                        "a dash with its folder: ./-train.py"),
+        (["--consecutive", "3", "-train.py"], "with its folder: ./-train.py"),
+        ([], "the following argument is required: SCRIPT (the Python script to run; "
+             "ARGS for it may follow)"),
+    ]
+    if hasattr(os, "mkfifo"):  # reading a pipe nobody writes to would wait for ever
+        os.mkfifo(tmp_path / "pipe.py")
+        table.append((["pipe.py"], "the script 'pipe.py' is not a regular file (a pipe or a device)"))
+    for device in ("/dev/null", "/dev/zero"):  # /dev/zero would be read until memory ends
+        if os.path.exists(device):
+            table.append(([device], f"the script '{device}' is not a regular file"))
+    return table
+
+
+def test_what_stands_where_the_script_should_be_is_named(capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    for argv, words in bad_script_places(tmp_path):
+        try:
+            code = cli.main(["leaks", *argv])
+        except SystemExit as stop:  # argparse's own error
+            code = stop.code
+        out, err = capsys.readouterr()
+        assert code == 2, (argv, err)
+        assert out == "" and "Traceback" not in err
+        assert len(err.strip().splitlines()) == 1 or err.startswith("usage:"), err
+        assert words in err.strip().splitlines()[-1], (argv, err)
+    assert os.listdir(tmp_path / "folder.py") == []
+
+
+def test_an_unknown_option_is_still_argparses_error(capsys):
+    with pytest.raises(SystemExit) as stop:
+        cli.main(["leaks", "--bogus", "train.py"])
+    assert stop.value.code == 2
+    assert capsys.readouterr().err.strip().endswith("error: unrecognized arguments: --bogus")

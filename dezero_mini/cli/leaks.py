@@ -54,8 +54,9 @@ grows, the loop that went round most). Exit status: the script's own when it
 fails (``sys.exit(3)``: 3; an uncaught exception: 1, with the script's
 traceback; ``sys.exit("message")``: 1, with the message), else 0 when nothing
 grows and 1 when something does; 2 when the script cannot be run at all
-(missing, or a syntax error). A script that ends with ``os._exit`` is judged
-at that call, before the process ends, so its verdict is never lost.
+(missing, a folder, a pipe or a device, or a syntax error). A script that
+ends with ``os._exit`` is judged at that call, before the process ends, so
+its verdict is never lost.
 """
 import argparse
 import gc
@@ -65,6 +66,7 @@ import traceback
 from pathlib import Path
 
 from dezero_mini.arguments import at_least_two, positive_int
+from dezero_mini.atomic import not_a_file
 from dezero_mini.cli.guard import Terminated
 from dezero_mini.cli.options import command_parser
 from dezero_mini.memory.leaks import judge, report_between, survivors_between
@@ -193,9 +195,18 @@ def run_leaks(args, out=None):
 
     out = out or sys.stdout
     prog = args.parser.prog if getattr(args, "parser", None) else "dezero_mini leaks"
+    if args.script is None:  # (optional to argparse, which would call ARGS required too)
+        message = ("the following argument is required: SCRIPT (the Python script to run; "
+                   "ARGS for it may follow)")
+        if getattr(args, "parser", None):
+            args.parser.error(message)
+        print(f"{prog}: error: {message}", file=sys.stderr)
+        return 2
     path = Path(args.script)
-    if not path.is_file():
-        print(f"{prog}: error: no such script: {args.script!r}", file=sys.stderr)
+    what = not_a_file(path)
+    if what is not None:  # a folder, a pipe or /dev/zero would be read forever or fail
+        print(f"{prog}: error: the script {args.script!r} {what}; give a Python file to run",
+              file=sys.stderr)
         return 2
     framework = getattr(args, "framework", "auto")
     try:
@@ -336,7 +347,7 @@ def add_parser(commands):
         "its saved bytes, and the fix that fits.\n\n"
                 "exit status: the script's own when it fails (1 for an exception, N for\n"
         "sys.exit(N)); else 0 nothing grows, 1 something grows; 2 the script cannot\n"
-        "be run (missing, or a syntax error)\n\n"
+        "be run (missing, not a file, or a syntax error)\n\n"
         "examples:\n"
         "  %(prog)s train.py\n"
         "  %(prog)s --consecutive 3 train.py --epochs 2"))
@@ -349,7 +360,20 @@ def add_parser(commands):
     parser.add_argument("--steps", type=positive_int, default=30, metavar="N", help=(
         "PyTorch scripts: stop the script after N optimizer steps (or loop rounds, "
         "without an optimizer) and judge them (default: %(default)s)"))
-    parser.add_argument("script", metavar="SCRIPT", help="the Python script to run")
+    # SCRIPT is checked by run_leaks: required here, argparse would say that
+    # ARGS, which may be empty, is required too.
+    parser.add_argument("script", nargs="?", metavar="SCRIPT", help="the Python script to run")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
                         help="arguments for the script")
-    parser.set_defaults(run=run_leaks, parser=parser)
+    parser.set_defaults(run=run_leaks, parser=parser, explain_unrecognized=dash_named_script)
+
+
+def dash_named_script(unrecognized):
+    """What to say when an argument argparse did not know is a script whose
+    name starts with a dash (``leaks -train.py`` reads as an option); None
+    for any other argument."""
+    for argument in unrecognized:
+        if argument.startswith("-") and argument.lower().endswith(".py"):
+            return (f"{argument!r} reads as an option; give a script whose name starts with "
+                    f"a dash with its folder: ./{argument}")
+    return None

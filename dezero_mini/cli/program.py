@@ -70,7 +70,13 @@ def main(argv=None, prog="dezero_mini"):
     --version and bad arguments.
     """
     parser = build_parser(prog)
-    args = parser.parse_args(argv)
+    args, unrecognized = parser.parse_known_args(argv)
+    if unrecognized:  # as parse_args, unless the command knows what was meant
+        explain = getattr(args, "explain_unrecognized", None)
+        explanation = explain(unrecognized) if explain else None
+        if explanation:
+            args.parser.error(explanation)
+        parser.error(f"unrecognized arguments: {' '.join(unrecognized)}")
     if args.command is None:
         parser.print_help(sys.stderr)
         names = [command.__name__.rpartition(".")[2] for command in COMMANDS]
