@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from dezero_mini.atomic import atomic_write
+from dezero_mini.atomic import atomic_write, not_a_file
 from dezero_mini.transforms import Compose, Flatten, Normalize, ToFloat
 
 
@@ -466,12 +466,25 @@ class MNIST(DigitImages):
             )
         return path
 
-    @staticmethod
-    def _file_in(folder, gz_name):
-        """``folder/gz_name``, or the same name without ``.gz``, or None."""
+    @classmethod
+    def _file_in(cls, folder, gz_name):
+        """``folder/gz_name``, or the same name without ``.gz``, or None when
+        neither is there. When no regular file has either name but something
+        else does (a folder, a pipe whose read would block, a link to a
+        device or to nothing), DataFileError names it: "the folder has no
+        file" would send the user looking for the wrong problem."""
+        found = None
         for name in (gz_name, gz_name.removesuffix(".gz")):
-            if (Path(folder) / name).is_file():
-                return Path(folder) / name
+            path = Path(folder) / name
+            what = not_a_file(path)
+            if what is None:
+                return path
+            if found is None and what != "does not exist":
+                found = path, what
+        if found is not None:
+            path, what = found
+            raise DataFileError(f"{path} {what}; MNIST's files must be regular files: "
+                                f"replace it with the file published at {cls.url}")
         return None
 
     @classmethod

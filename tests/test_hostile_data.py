@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 import zipfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -283,3 +284,43 @@ def test_a_data_folder_that_is_not_one_is_named_with_the_fix(tmp_path, monkeypat
     with pytest.raises(datasets.DownloadError) as raised:
         MNIST(train=True)
     assert words in str(raised.value)
+
+
+# --- What stands where a file of --data-dir should be ----------------------------------------
+# (the name in the folder, what is put there, what the error says it is). Before: "DIR must
+# hold train-images-idx3-ubyte.gz and train-labels-idx1-ubyte.gz", with the files right there.
+def _link_to(target):
+    return lambda path: path.symlink_to(target)
+
+
+NOT_FILES = [
+    (IMAGES, "a folder", Path.mkdir, "is a folder"),
+    (IMAGES, "a link to nothing", _link_to("nowhere.gz"), "is a link to nothing"),
+    (IMAGES.removesuffix(".gz"), "a folder, unpacked name", Path.mkdir, "is a folder"),
+    *([(IMAGES, "a pipe", os.mkfifo, "is not a regular file (a pipe or a device)"),
+       (LABELS_FILE.removesuffix(".gz"), "a pipe, unpacked name", os.mkfifo,
+        "is not a regular file (a pipe or a device)")] if hasattr(os, "mkfifo") else []),
+    *([(IMAGES, "a link to /dev/zero", _link_to("/dev/zero"),
+        "is not a regular file (a pipe or a device)")] if os.path.exists("/dev/zero") else []),
+    # the test split: named too, not taken for "no test set"
+    (MNIST.files[False][0], "a folder for the test images", Path.mkdir, "is a folder"),
+]
+
+
+@pytest.mark.parametrize("name, case, make, words", NOT_FILES, ids=[row[1] for row in NOT_FILES])
+def test_what_stands_where_a_data_file_should_be_is_named(capsys, tmp_path, name, case, make,
+                                                          words):
+    write_mnist(tmp_path)  # both training files, good
+    if not name.startswith("t10k"):
+        (tmp_path / IMAGES).unlink()
+        (tmp_path / LABELS_FILE).unlink()
+        if name != LABELS_FILE.removesuffix(".gz"):
+            write_idx(tmp_path / LABELS_FILE, LABELS.astype(np.uint8))
+        else:
+            write_idx(tmp_path / IMAGES, np.zeros((N, 28, 28), np.uint8))
+    make(tmp_path / name)
+    code, out, err = run(capsys, "train", "--dataset", "mnist", "--data-dir", str(tmp_path))
+    assert code == 2 and out == "" and "Traceback" not in err
+    last = err.strip().splitlines()[-1]
+    assert f"--data-dir: {tmp_path / name} {words}; MNIST's files must be regular files" in last
+    assert MNIST.url in last
