@@ -160,3 +160,70 @@ def test_an_unknown_option_is_still_argparses_error(capsys):
         cli.main(["leaks", "--bogus", "train.py"])
     assert stop.value.code == 2
     assert capsys.readouterr().err.strip().endswith("error: unrecognized arguments: --bogus")
+
+
+# --- When the output of the reports goes away ----------------------------------------------
+SWALLOWING = """
+try:
+{loop}
+except Exception as error:  # a script that goes on whatever happens
+    print('the script swallowed', repr(error), file=sys.stderr)
+"""
+# (name, how the script is made from LOOP, its last line)
+OUTPUT_SCRIPTS = [
+    ("plain", lambda loop: loop, ""),
+    ("swallows exceptions", lambda loop: SWALLOWING.format(loop=textwrap.indent(loop, "    ")),
+     ""),
+    ("ends in os._exit", lambda loop: loop, "os._exit(0)"),
+]
+# (where stdout goes, exit status, the lines of stderr that are not the script's os._exit note)
+OUTPUTS = [
+    ("a closed pipe", 141, []),
+    *([("/dev/full", 1, ["dezero_mini leaks: error: cannot write the output: "
+                         "No space left on device"])] if os.path.exists("/dev/full") else []),
+]
+
+
+@pytest.mark.parametrize("where, status, lines", OUTPUTS, ids=[row[0] for row in OUTPUTS])
+@pytest.mark.parametrize("name, make, ending", OUTPUT_SCRIPTS,
+                         ids=[row[0] for row in OUTPUT_SCRIPTS])
+def test_a_report_that_cannot_be_written_is_not_blamed_on_the_script(tmp_path, where, status,
+                                                                     lines, name, make, ending):
+    """``leaks train.py | head -1`` or ``> /dev/full``: the first report failed
+    inside the script's frames and was shown as the script's exception (or
+    swallowed by the script's own ``except Exception``)."""
+    source = make(textwrap.dedent(LOOP).format(keep=LEAKING)) + ending + "\n"
+    path = tmp_path / "train.py"
+    path.write_text("import os, sys\n" + source)
+    command = [sys.executable, "-m", "dezero_mini", "leaks", str(path)]
+    if where == "a closed pipe":  # no reader at all: the first write fails, every time
+        reader, writer = os.pipe()
+        os.close(reader)
+        try:
+            done = subprocess.run(command, stdout=writer, stderr=subprocess.PIPE, text=True,
+                                  timeout=120)
+        finally:
+            os.close(writer)
+    else:
+        with open(where, "w") as full:
+            done = subprocess.run(command, stdout=full, stderr=subprocess.PIPE, text=True,
+                                  timeout=120)
+    err = [line for line in done.stderr.splitlines() if "called os._exit" not in line]
+    assert done.returncode == status, done.stderr
+    assert "Traceback" not in done.stderr and "swallowed" not in done.stderr
+    assert "Exception ignored" not in done.stderr
+    assert [line.replace("python -m dezero_mini", "dezero_mini") for line in err] == lines
+
+
+def test_a_script_that_closes_stdout_still_gets_its_reports(tmp_path):
+    """``sys.stdout.close()`` in the script: the reports were written to the
+    closed stream, a ValueError blamed on the script, and main's last flush
+    of stdout a traceback."""
+    path = write_script(tmp_path, LEAKING, "")
+    source = path.read_text().replace("kept = []", "kept = []\nsys.stdout.close()")
+    path.write_text(source)
+    done = subprocess.run([sys.executable, "-m", "dezero_mini", "leaks", str(path)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1, done.stderr  # the verdict: a leak
+    assert done.stderr == ""
+    assert VERDICT in done.stdout and "finished after 12 iterations" in done.stdout

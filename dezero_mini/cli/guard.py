@@ -12,9 +12,11 @@ SIGTERM becomes :class:`Terminated` (an exception, so that ``finally``
 blocks run and a file being written is left as it was: exit 143, as a
 process killed by SIGTERM reports to a shell), a closed standard output
 (``... | head -2``) ends the command quietly with exit 141 as ``yes | head``
-does, and a MemoryError anywhere becomes one line and exit 1.
+does, an output that the disk refuses (``> /dev/full``) and a MemoryError
+anywhere become one line and exit 1.
 """
 import contextlib
+import errno
 import os
 import signal
 import sys
@@ -23,6 +25,10 @@ import threading
 #: Exit statuses of the usual Unix endings: 128 + the signal's number.
 EXIT_SIGPIPE = 128 + 13
 EXIT_SIGTERM = 128 + 15
+
+#: The errors of a write that the place written to refused: a full disk
+#: (``> /dev/full``), a quota, a file too large, a failing device.
+OUTPUT_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG})
 
 
 class Terminated(BaseException):
@@ -52,14 +58,48 @@ def sigterm_raises():
 
 def silence_closed_stdout():
     """After a BrokenPipeError on stdout, or a write that the disk refused
-    (``> /dev/full``): point file descriptor 1 at the null device so that Python's own flush at exit does not fail (and print a
-    second error). Only when sys.stdout is the process's real stdout."""
+    (``> /dev/full``): point file descriptor 1 at the null device so that
+    Python's own flush at exit does not fail (and print a second error).
+    Only when sys.stdout is the process's real stdout."""
     with contextlib.suppress(OSError, ValueError, AttributeError):
-        if sys.stdout.fileno() != 1:
-            return
+        if sys.stdout.fileno() == 1:
+            silence(sys.stdout)
+
+
+def silence(stream):
+    """Point ``stream``'s file descriptor at the null device: what it still
+    holds, and whatever is written to it later, goes nowhere, without an
+    error. For an output whose reader has gone or whose disk is full."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
         devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, 1)
-        os.close(devnull)
+        try:
+            os.dup2(devnull, stream.fileno())
+        finally:
+            os.close(devnull)
+
+
+def end_for_lost_output(error, command):
+    """The exit status when ``error`` (an OSError) says that the command's
+    output is gone, else None: a closed pipe (``... | head``) ends quietly
+    with 141, as Unix tools do; a full disk or a failing device (``>
+    /dev/full``) with one line and exit 1. Either way stdout is silenced,
+    so that nothing more is tried on it."""
+    if isinstance(error, BrokenPipeError):
+        silence_closed_stdout()
+        return EXIT_SIGPIPE
+    if error.filename is None and error.errno in OUTPUT_WRITE_ERRORS:
+        silence_closed_stdout()
+        print(f"{command}: error: cannot write the output: {error.strerror}", file=sys.stderr)
+        return 1
+    return None
+
+
+def flush_stdout():
+    """Write what stdout still holds now, so that a full disk is found by the
+    command and not by Python's own flush at exit; a stdout that a script
+    run by the command has closed holds nothing to write."""
+    with contextlib.suppress(ValueError):  # closed
+        sys.stdout.flush()
 
 
 # --- Sizes ----------------------------------------------------------------------------

@@ -59,6 +59,7 @@ ends with ``os._exit`` is judged at that call, before the process ends, so
 its verdict is never lost.
 """
 import argparse
+import contextlib
 import gc
 import os
 import sys
@@ -67,7 +68,7 @@ from pathlib import Path
 
 from dezero_mini.arguments import at_least_two, positive_int
 from dezero_mini.atomic import not_a_file
-from dezero_mini.cli.guard import Terminated
+from dezero_mini.cli.guard import Terminated, end_for_lost_output, silence
 from dezero_mini.cli.options import command_parser
 from dezero_mini.memory.leaks import judge, report_between, survivors_between
 from dezero_mini.memory.loop_marks import (ROUND, compile_with_loop_marks, new_main_module,
@@ -77,6 +78,62 @@ from dezero_mini.memory.tracking import Tracker
 UNIT = "iteration"
 HEADER = "=== dezero_mini leaks"
 SCRIPT_FAILED = 1  # Python's exit status after an uncaught exception
+
+
+class _ReportNotWritten(BaseException):
+    """A report could not be written (its reader has gone, its disk is full)
+    while the script was running, in the script's own frames. It is carried
+    out of them as a BaseException, which the script's ``except Exception``
+    does not catch, so that it is not blamed on the script, and raised again
+    as its OSError outside them."""
+
+    def __init__(self, error):
+        super().__init__(error)
+        self.error = error
+
+
+def _print_report(out, *texts):
+    """Print ``texts`` on ``out`` after what the script printed before them;
+    an OSError becomes :class:`_ReportNotWritten`."""
+    _flush_script_output()
+    try:
+        for text in texts:
+            print(text, file=out)
+        out.flush()
+    except OSError as error:
+        raise _ReportNotWritten(error) from None
+
+
+def _flush_script_output():
+    """Write what the script printed so far, so that a report that follows
+    it on the terminal or in a file follows it there too (the reports have a
+    stream of their own). The script's stdout is the script's business: an
+    error there is not the command's."""
+    with contextlib.suppress(OSError, ValueError):
+        sys.stdout.flush()
+
+
+@contextlib.contextmanager
+def _report_stream():
+    """The stream of the reports: a duplicate of stdout's file descriptor, so
+    that a script that closes or replaces ``sys.stdout`` does not take the
+    reports with it. Where stdout has no descriptor (a test's capture), stdout
+    itself. When the output is gone, what the stream still holds is dropped."""
+    try:
+        descriptor = os.dup(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):
+        yield sys.stdout
+        return
+    out = os.fdopen(descriptor, "w", buffering=1, encoding=getattr(sys.stdout, "encoding", None),
+                    errors=getattr(sys.stdout, "errors", None))
+    try:
+        yield out
+    except OSError:
+        silence(out)
+        raise
+    finally:
+        with contextlib.suppress(OSError, ValueError):
+            out.close()
 
 
 class _Series:
@@ -158,9 +215,9 @@ class _Watch:
         self.reported += 1
         self.report_when_live_reach = 2 * series.counts[-1]
         where = series.unit_of_mark.format(n=last + 1)
-        print(f"{HEADER}: after {where} of {series.name}, live Variables and Functions have "
-              f"grown at each of the last {self.consecutive} ===", file=self.out)
-        print(report, file=self.out, flush=True)
+        _print_report(self.out, f"{HEADER}: after {where} of {series.name}, live Variables "
+                      f"and Functions have grown at each of the last {self.consecutive} ===",
+                      report)
 
     def final(self):
         """(the series to judge at the end, its slack), or (None, None).
@@ -187,13 +244,23 @@ class _Watch:
 
 
 def run_leaks(args, out=None):
-    """``leaks``: run the script under watch; return 0, 1 or 2. A script that
-    imports torch is run by :mod:`dezero_mini.cli.leaks_torch` (imported
-    here, where it is needed: it needs PyTorch)."""
+    """``leaks``: run the script under watch; return 0, 1 or 2. The reports
+    go to ``out``, by default a stream of their own on stdout's descriptor
+    (:func:`_report_stream`); when it fails (``| head -1``, ``> /dev/full``),
+    its OSError reaches the command line as any command's would."""
+    if out is not None:
+        return _run_leaks(args, out)
+    with _report_stream() as out:
+        return _run_leaks(args, out)
+
+
+def _run_leaks(args, out):
+    """:func:`run_leaks` with its stream. A script that imports torch is run
+    by :mod:`dezero_mini.cli.leaks_torch` (imported here, where it is needed:
+    it needs PyTorch)."""
     from dezero_mini.cli.leaks_torch import run_torch_leaks
     from dezero_mini.memory.torch_leaks import imports_torch
 
-    out = out or sys.stdout
     prog = args.parser.prog if getattr(args, "parser", None) else "dezero_mini leaks"
     if args.script is None:  # (optional to argparse, which would call ARGS required too)
         message = ("the following argument is required: SCRIPT (the Python script to run; "
@@ -234,7 +301,7 @@ def run_leaks(args, out=None):
         leak_status = _conclude(watch, tracker, path, namespaces, out)
         return script_status or leak_status
 
-    failure, script_status = None, 0
+    failure, script_status, report_error = None, 0, None
     real_exit = os._exit
     os._exit = _judge_before_os_exit(real_exit, conclude, prog, args.script)
     try:
@@ -244,11 +311,15 @@ def run_leaks(args, out=None):
         script_status = _exit_status(ended)
     except (KeyboardInterrupt, Terminated):  # the user stopped the command: not the script's error
         raise
+    except _ReportNotWritten as lost:  # our output, not the script's error
+        report_error = lost.error
     except BaseException as error:  # the script's own error: show its traceback
         failure = error
     finally:
         os._exit = real_exit
         tracker.stop()
+    if report_error is not None:
+        raise report_error
     if failure is not None:
         # Python's own status for an uncaught exception; the run was cut short,
         # so the iterations are not judged.
@@ -293,6 +364,9 @@ def _judge_before_os_exit(real_exit, conclude, prog, script):
             final = conclude(status)
             sys.stdout.flush()
             sys.stderr.flush()
+        except (_ReportNotWritten, OSError) as error:  # the output is gone: 141, or one line
+            error = getattr(error, "error", error)
+            final = end_for_lost_output(error, prog) or status or SCRIPT_FAILED
         except BaseException:  # the process ends now whatever happens; never with 0
             final = status or SCRIPT_FAILED
         real_exit(final)
@@ -302,6 +376,7 @@ def _judge_before_os_exit(real_exit, conclude, prog, script):
 
 def _conclude(watch, tracker, path, namespaces, out):
     """Judge the whole run and print the verdict: 1 when something grows."""
+    _flush_script_output()
     if gc.isenabled():
         gc.collect()
     series, slack = watch.final()

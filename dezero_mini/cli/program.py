@@ -25,27 +25,22 @@ with one line when its output cannot be written (``> /dev/full``). A
 file it was writing is then left as it was before (``dezero_mini.atomic``).
 """
 import argparse
-import errno
 import sys
 
 import dezero_mini
 from dezero_mini.cli import check, grade, graph, leaks, memory, progress, start, train
 from dezero_mini.cli.guard import (
-    EXIT_SIGPIPE,
     EXIT_SIGTERM,
     Terminated,
+    end_for_lost_output,
+    flush_stdout,
     sigterm_raises,
-    silence_closed_stdout,
 )
 from dezero_mini.cli.options import HelpFormatter
 from dezero_mini.memory import GraphvizNotFound
 
 #: The commands, in the order of ``--help``.
 COMMANDS = (train, memory, graph, leaks, start, check, grade, progress)
-
-#: The errors of a write that the place written to refused: a full disk
-#: (``> /dev/full``), a quota, a file too large, a failing device.
-OUTPUT_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG})
 
 
 def build_parser(prog="dezero_mini"):
@@ -87,9 +82,7 @@ def main(argv=None, prog="dezero_mini"):
     try:
         with sigterm_raises():
             code = args.run(args)
-            # What stdout still holds is written now, so that a full disk
-            # is found here and not by Python's own flush at exit.
-            sys.stdout.flush()
+            flush_stdout()  # a full disk found here, not at exit
             return code
     except GraphvizNotFound as error:
         print(f"{command}: error: {error}.\n"
@@ -102,23 +95,16 @@ def main(argv=None, prog="dezero_mini"):
     except Terminated:
         print(f"\n{command}: terminated (SIGTERM)", file=sys.stderr)
         return EXIT_SIGTERM
-    except BrokenPipeError:
-        # The reader of our output has gone (`... | head -2`): stop quietly, as
-        # Unix tools do when SIGPIPE ends them.
-        silence_closed_stdout()
-        return EXIT_SIGPIPE
     except MemoryError:
         print(f"{command}: error: out of memory; try smaller sizes (--hidden, --batch-size, "
               "--batches) or free memory for it", file=sys.stderr)
         return 1
     except OSError as error:
-        if error.filename is None and error.errno in OUTPUT_WRITE_ERRORS:
-            # The standard output could not be written (`> /dev/full`): one
-            # line, and nothing more tried on it, as for a closed pipe.
-            silence_closed_stdout()
-            print(f"{command}: error: cannot write the output: {error.strerror}",
-                  file=sys.stderr)
-            return 1
+        # The reader of our output has gone (`... | head -2`), or the disk
+        # under it is full (`> /dev/full`).
+        status = end_for_lost_output(error, command)
+        if status is not None:
+            return status
         if error.filename is None:  # not a file of the user's: a defect, keep its traceback
             raise
         print(f"{command}: error: {error.strerror or error}: {error.filename}", file=sys.stderr)
