@@ -92,7 +92,7 @@ def _target_problem(given, path, suffixes):
         suffix = path.suffix.lower() or (suffixes[0] if suffixes else "")
         example = f", like {str(path / ('out' + suffix))!r}" if suffix else ""
         return f"{given!r} is a folder; give a file name inside it{example}"
-    if given.endswith(tuple(filter(None, (os.sep, os.altsep)))):
+    if _names_a_folder(given):
         return (f"{given!r} ends in {given[-1]!r}, which makes it the name of a folder; "
                 f"give the file name without it, like {str(path)!r}")
     if os.path.islink(path):  # the write goes through the link: judge what it points to
@@ -130,6 +130,13 @@ def _target_problem(given, path, suffixes):
     return None
 
 
+def _names_a_folder(given):
+    """Whether the name as given ends in a separator (``w.npz/``): a folder's
+    name, which ``Path`` would quietly turn into the file ``w.npz``."""
+    separators = tuple(filter(None, (os.sep, os.altsep)))
+    return isinstance(given, str) and given.endswith(separators)
+
+
 def _name_too_long(path):
     """The sentence for a file name longer than its folder takes, or None.
     (Only where the folder exists: otherwise that is the problem to name.)"""
@@ -160,6 +167,9 @@ def atomic_write(path, mode="wb", *, overwrite=True, encoding=None, newline=None
     """
     if mode not in ("w", "wb"):
         raise ValueError(f"atomic_write: mode must be 'w' or 'wb', got {mode!r}")
+    if _names_a_folder(os.fspath(path)):  # as open("w.npz/", "w") refuses (a Path drops the "/")
+        raise IsADirectoryError(errno.EISDIR, "a name ending in a separator is a folder's name",
+                                os.fspath(path))
     # A link is written through, as open() does; but a write that must not
     # replace anything stops at the link itself, as open(path, "x") does:
     # the name is taken, even by a link to nothing.

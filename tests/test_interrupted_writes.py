@@ -185,6 +185,17 @@ def test_an_odd_but_valid_target_is_written(tmp_path, case, make, name):
         assert (tmp_path / "real.npz").read_bytes() == b"new"
 
 
+@pytest.mark.parametrize("overwrite", [True, False])
+def test_a_name_ending_in_a_separator_is_a_folder_as_for_open(tmp_path, overwrite):
+    """``w.npz/`` wrote the file ``w.npz`` (a Path drops the trailing slash);
+    open() refuses it as a folder's name."""
+    given = str(tmp_path / "w.npz") + os.sep
+    with pytest.raises(IsADirectoryError) as raised:
+        atomic.write_bytes(given, b"new", overwrite=overwrite)
+    assert raised.value.filename == given
+    assert os.listdir(tmp_path) == []
+
+
 def test_a_link_to_a_device_is_refused_not_replaced_by_a_file(tmp_path):
     """``w.npz -> /dev/full``: renaming over the link would make a regular
     file with /dev/full's permissions (rw for everyone); it is refused."""
