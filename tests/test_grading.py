@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -114,12 +115,29 @@ def test_a_hostile_weights_file_is_a_clear_error(name, content, message, tmp_pat
     assert message in str(error.value) and str(path) in str(error.value)
 
 
-def test_a_weights_file_that_is_missing_or_a_folder(tmp_path):
-    for path, message in ((tmp_path / "none.toml", "no such file"),
-                          (tmp_path / "folder.toml", "is a folder")):
-        (tmp_path / "folder.toml").mkdir(exist_ok=True)
-        with pytest.raises(WeightsError, match=message):
-            Weights.from_file(path)
+# What stands where a weights file should be (name, how to make it, words). A pipe, a
+# link to /dev/zero or to nothing was "no such file"; reading a pipe would block.
+NOT_WEIGHTS_FILES = [
+    ("none.toml", lambda path: None, "does not exist"),
+    ("folder.toml", Path.mkdir, "is a folder"),
+    ("gone.toml", lambda path: path.symlink_to(path.parent / "nowhere.toml"),
+     "is a link to nothing"),
+    *([("pipe.toml", os.mkfifo, "is not a regular file (a pipe or a device)")]
+      if hasattr(os, "mkfifo") else []),
+    *([("zero.json", lambda path: path.symlink_to("/dev/zero"),
+        "is not a regular file (a pipe or a device)")] if os.path.exists("/dev/zero") else []),
+]
+
+
+@pytest.mark.parametrize("name, make, words", NOT_WEIGHTS_FILES,
+                         ids=[case[0] for case in NOT_WEIGHTS_FILES])
+def test_what_stands_where_a_weights_file_should_be_is_named(tmp_path, name, make, words):
+    path = tmp_path / name
+    make(path)
+    with pytest.raises(WeightsError) as raised:
+        Weights.from_file(path)
+    assert str(raised.value) == (f"weights file {str(path)!r} {words}; give a .toml or .json "
+                                 "file of weights")
 
 
 def test_weights_that_give_the_stage_no_points_are_refused(tmp_path):

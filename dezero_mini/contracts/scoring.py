@@ -29,6 +29,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from dezero_mini.atomic import not_a_file
 from dezero_mini.contracts import all_contracts, contracts_at, get_stage, stages
 
 #: Default points of a contract that is new in the stage being checked, and
@@ -152,9 +153,9 @@ def _read_weights_file(path):
     if path.suffix.lower() not in (".toml", ".json"):
         raise WeightsError(f"{what}: the name must end in .toml or .json")
     try:
-        if not path.is_file():
-            raise WeightsError(f"{what}: " + ("is a folder, not a file" if path.is_dir()
-                                              else "no such file"))
+        kind = not_a_file(path)  # a pipe or /dev/zero would be read for ever
+        if kind is not None:
+            raise WeightsError(f"{what} {kind}; give a .toml or .json file of weights")
         size = path.stat().st_size
         if size > MAX_WEIGHTS_BYTES:
             raise WeightsError(f"{what}: {size} bytes is too large for a weights file "
