@@ -326,8 +326,22 @@ def test_a_loss_that_is_not_finite_stops_the_run(capsys, tmp_path, monkeypatch, 
     assert os.listdir(tmp_path) == []
 
 
+def test_a_loss_that_becomes_nan_at_the_last_update_stops_before_the_save(capsys, tmp_path,
+                                                                         monkeypatch):
+    """Every batch's loss was finite, but the last update sent the weights out
+    of range: the model measured after training gives nan."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(train_command, "evaluate", lambda *args: (float("nan"), 0.333))
+    code, out, err = run(capsys, *TRAIN, "--lr", "5", "--save", "w.npz")
+    assert code == 1 and "Traceback" not in err
+    assert err.strip() == ("dezero_mini train: error: the loss became nan on the training set "
+                           "after the last batch (--lr 5): the learning rate is too large; try "
+                           "the default (0.01 for adam); no weights were saved")
+    assert "training set:" not in out and os.listdir(tmp_path) == []
+
+
 def test_a_default_learning_rate_that_diverges_asks_for_a_smaller_one():
-    diverged = train_command.TrainingDiverged(float("inf"), 3, 7, 0.01)
+    diverged = train_command.TrainingDiverged(float("inf"), "at epoch 3, batch 7", 0.01)
     args = argparse.Namespace(optimizer="adam", lr=None, save=None)
     assert train_command.diverged_message(diverged, args) == (
         "the loss became inf at epoch 3, batch 7 (lr 0.01, adam): try a smaller --lr, "

@@ -138,11 +138,13 @@ def too_big_message(task, hidden, optimizer, batch_size, samples, available):
 class TrainingDiverged(ArithmeticError):
     """The loss of a batch was not a finite number (nan or inf): the weights
     have left the range of floating point, and every later batch would only
-    carry the nan on. The run stops there, and nothing is saved."""
+    carry the nan on. The run stops there, and nothing is saved.
 
-    def __init__(self, loss, epoch, batch, lr):
-        self.loss, self.epoch, self.batch, self.lr = loss, epoch, batch, lr
-        super().__init__(f"the loss became {loss} at epoch {epoch}, batch {batch}")
+    where: ``"at epoch 1, batch 2"``, or where the trained model was measured."""
+
+    def __init__(self, loss, where, lr):
+        self.loss, self.where, self.lr = loss, where, lr
+        super().__init__(f"the loss became {loss} {where}")
 
 
 def load_datasets(task, data_dir=None):
@@ -272,7 +274,8 @@ def train(task, train_set, test_set=None, *, epochs=None, batch_size=None, hidde
                 loss, hits = train_batch(model, updater, task, x, t)
                 if not np.isfinite(loss):
                     progress.close()
-                    raise TrainingDiverged(loss, epoch, totals.batches + 1, lr)
+                    raise TrainingDiverged(loss, f"at epoch {epoch}, batch {totals.batches + 1}",
+                                           lr)
                 totals.add(loss, hits, len(x))
                 progress.update(lambda: _progress_text(head, totals, loader.max_iter))
             progress.step_done(_progress_text(head, totals, loader.max_iter))
@@ -284,6 +287,9 @@ def train(task, train_set, test_set=None, *, epochs=None, batch_size=None, hidde
                    "parameters": len(list(model.params())),
                    "gradients": sum(p.grad is not None for p in model.params())}
         results["loss"], results["accuracy"] = evaluate(model, task, train_set, batch_size)
+        if not np.isfinite(results["loss"]):  # the last update sent the weights out of range
+            raise TrainingDiverged(results["loss"], "on the training set after the last batch",
+                                   lr)
         results["test_loss"] = results["test_accuracy"] = None
         if test_set is not None:
             results["test_loss"], results["test_accuracy"] = evaluate(model, task, test_set,
