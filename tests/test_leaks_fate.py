@@ -179,7 +179,7 @@ OUTPUT_SCRIPTS = [
 # (where stdout goes, exit status, the lines of stderr that are not the script's os._exit note)
 OUTPUTS = [
     ("a closed pipe", 141, []),
-    *([("/dev/full", 1, ["dezero_mini leaks: error: cannot write the output: "
+    *([("/dev/full", 2, ["dezero_mini leaks: error: cannot write the output: "
                          "No space left on device"])] if os.path.exists("/dev/full") else []),
 ]
 

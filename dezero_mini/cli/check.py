@@ -11,6 +11,7 @@ from pathlib import Path
 
 from dezero_mini.arguments import known_stage_numbers, output_file, stage_number
 from dezero_mini.browser import processes_unavailable
+from dezero_mini.cli.guard import EXIT_NO_VERDICT
 from dezero_mini.cli.options import (add_run_options, add_scoring_options, command_parser,
                                      stage_options)
 from dezero_mini.contracts.runner import check_file
@@ -140,4 +141,4 @@ def add_parser(commands):
         "must be the learner's own work); for the course's maintainers"))
     add_scoring_options(parser)
     add_run_options(parser)
-    parser.set_defaults(run=run_check, parser=parser)
+    parser.set_defaults(run=run_check, parser=parser, lost_output_status=EXIT_NO_VERDICT)

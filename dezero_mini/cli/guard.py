@@ -78,19 +78,26 @@ def silence(stream):
             os.close(devnull)
 
 
-def end_for_lost_output(error, command):
+#: The exit status of check and leaks when their output cannot be written: an
+#: error, not their verdict (1 is "failed" for check, "a leak" for leaks).
+EXIT_NO_VERDICT = 2
+
+
+def end_for_lost_output(error, command, status=1):
     """The exit status when ``error`` (an OSError) says that the command's
     output is gone, else None: a closed pipe (``... | head``) ends quietly
     with 141, as Unix tools do; a full disk or a failing device (``>
-    /dev/full``) with one line and exit 1. Either way stdout is silenced,
-    so that nothing more is tried on it."""
+    /dev/full``) with one line and ``status``: 1, or 2 for a command whose
+    1 is a verdict (check's "failed", leaks' "a leak"), since no verdict was
+    delivered. Either way stdout is silenced, so that nothing more is tried
+    on it."""
     if isinstance(error, BrokenPipeError):
         silence_closed_stdout()
         return EXIT_SIGPIPE
     if error.filename is None and error.errno in OUTPUT_WRITE_ERRORS:
         silence_closed_stdout()
         print(f"{command}: error: cannot write the output: {error.strerror}", file=sys.stderr)
-        return 1
+        return status
     return None
 
 

@@ -68,7 +68,7 @@ from pathlib import Path
 
 from dezero_mini.arguments import at_least_two, positive_int
 from dezero_mini.atomic import not_a_file
-from dezero_mini.cli.guard import Terminated, end_for_lost_output, silence
+from dezero_mini.cli.guard import EXIT_NO_VERDICT, Terminated, end_for_lost_output, silence
 from dezero_mini.cli.options import command_parser
 from dezero_mini.memory.leaks import judge, report_between, survivors_between
 from dezero_mini.memory.loop_marks import (ROUND, compile_with_loop_marks, new_main_module,
@@ -366,7 +366,7 @@ def _judge_before_os_exit(real_exit, conclude, prog, script):
             sys.stderr.flush()
         except (_ReportNotWritten, OSError) as error:  # the output is gone: 141, or one line
             error = getattr(error, "error", error)
-            final = end_for_lost_output(error, prog) or status or SCRIPT_FAILED
+            final = end_for_lost_output(error, prog, EXIT_NO_VERDICT) or status or SCRIPT_FAILED
         except BaseException:  # the process ends now whatever happens; never with 0
             final = status or SCRIPT_FAILED
         real_exit(final)
@@ -440,7 +440,8 @@ def add_parser(commands):
     parser.add_argument("script", nargs="?", metavar="SCRIPT", help="the Python script to run")
     parser.add_argument("script_args", nargs=argparse.REMAINDER, metavar="ARGS",
                         help="arguments for the script")
-    parser.set_defaults(run=run_leaks, parser=parser, explain_unrecognized=dash_named_script)
+    parser.set_defaults(run=run_leaks, parser=parser, explain_unrecognized=dash_named_script,
+                        lost_output_status=EXIT_NO_VERDICT)
 
 
 def dash_named_script(unrecognized):

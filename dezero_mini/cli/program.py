@@ -102,7 +102,7 @@ def main(argv=None, prog="dezero_mini"):
     except OSError as error:
         # The reader of our output has gone (`... | head -2`), or the disk
         # under it is full (`> /dev/full`).
-        status = end_for_lost_output(error, command)
+        status = end_for_lost_output(error, command, getattr(args, "lost_output_status", 1))
         if status is not None:
             return status
         if error.filename is None:  # not a file of the user's: a defect, keep its traceback
