@@ -463,3 +463,42 @@ def test_a_kept_run_is_reused_only_while_it_is_still_true(tmp_path, monkeypatch,
     with pytest.raises(run_notebooks.NotebookError):
         notebook_cache.run_or_reuse(path, fail)
     assert list(cache.glob("*.json")) == []
+
+
+def test_a_notebook_that_another_process_runs_is_taken_last(tmp_path, monkeypatch):
+    """executed_all (the site's build under `pytest -n`): while the other test
+    process holds notebook 01's lock (it is running it), this one runs 02 first
+    instead of waiting, then takes 01 once the lock is free."""
+    import threading
+
+    repo = tmp_path / "repo"
+    (repo / "dezero_mini").mkdir(parents=True)
+    (repo / "steps").mkdir()
+    paths = [_write_notebook(repo / "notebooks" / f"0{n}_nb.ipynb", [new_code_cell(f"print({n})")])
+             for n in (1, 2)]
+    monkeypatch.setattr(notebook_cache, "ROOT", repo)
+    monkeypatch.setattr(notebook_cache, "CACHE_DIR", repo / "build" / "executed")
+    monkeypatch.delenv(notebook_cache.FRESH_VARIABLE, raising=False)
+    for path in paths:
+        monkeypatch.delitem(run_notebooks.RUNS, path.resolve(), raising=False)
+    order = []
+    second_ran = threading.Event()
+
+    def execute(path, timeout):
+        order.append(path.name)
+        if path.name.startswith("02"):
+            second_ran.set()
+        return nbformat.read(path, as_version=4)
+
+    monkeypatch.setattr(run_notebooks, "execute_notebook", execute)
+    with notebook_cache.locked(paths[0]):  # a lock file opened apart: busy for everyone else
+        with pytest.raises(notebook_cache.Busy):
+            run_notebooks.executed(paths[0], wait=False)
+        worker = threading.Thread(target=run_notebooks.executed_all, args=(paths,))
+        worker.start()
+        assert second_ran.wait(10), "executed_all waited for the busy notebook instead of running the next"
+    worker.join(30)
+    assert order == ["02_nb.ipynb", "01_nb.ipynb"]
+    for path in paths:
+        run_notebooks.RUNS.pop(path.resolve(), None)
+        run_notebooks.RUN_TIMES.pop(path.resolve(), None)

@@ -166,9 +166,14 @@ def store(notebook: Path, key: str, nb: nbformat.NotebookNode, seconds: float, w
         raise
 
 
+class Busy(Exception):
+    """Another process holds the notebook's lock (it is running the notebook now)."""
+
+
 @contextlib.contextmanager
-def locked(notebook: Path):
-    """Hold the lock of ``notebook``'s entry (a no-op where ``fcntl`` is missing)."""
+def locked(notebook: Path, wait: bool = True):
+    """Hold the lock of ``notebook``'s entry (a no-op where ``fcntl`` is missing).
+    With ``wait=False``, raise :class:`Busy` at once when another process holds it."""
     try:
         import fcntl
     except ImportError:  # Windows: two processes may both run it; each result is still right
@@ -176,20 +181,25 @@ def locked(notebook: Path):
         return
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     with open(CACHE_DIR / f"{Path(notebook).stem}.lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Busy(notebook) from None
         try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def run_or_reuse(notebook: Path, execute, fresh: bool = False) -> tuple[nbformat.NotebookNode, float, bool]:
+def run_or_reuse(notebook: Path, execute, fresh: bool = False,
+                 wait: bool = True) -> tuple[nbformat.NotebookNode, float, bool]:
     """The executed ``notebook``: its kept run when that passes every check (and
     neither ``fresh`` nor ``DEZERO_MINI_FRESH_NOTEBOOKS=1`` asks for a new run),
     else ``execute(notebook)``, kept for next time. Returns (notebook, seconds the run
-    took, whether it was reused)."""
+    took, whether it was reused). While another process runs it, wait for that run
+    (then reuse it), or with ``wait=False`` raise :class:`Busy`."""
     notebook = Path(notebook).resolve()
-    with locked(notebook):
+    with locked(notebook, wait=wait):
         key = inputs_key(notebook)
         if not fresh and os.environ.get(FRESH_VARIABLE) != "1":
             found = load(notebook, key)
