@@ -206,6 +206,19 @@ def _mark_slow(items, whole_files):
         raise pytest.UsageError(f"conftest.SLOW names tests that do not exist: {', '.join(stale)}")
 
 
+# ------------------------------------------------------------ one run of the notebooks
+def pytest_configure(config):
+    """Name this test run for tools/notebook_cache.py (its RUN_VARIABLE), before
+    pytest-xdist starts the test processes, which inherit it: under
+    DEZERO_MINI_FRESH_NOTEBOOKS=1 (make test-deep), a notebook that one test process
+    has run again is then reused by the other, not run a third time."""
+    import os
+    import uuid
+
+    if not hasattr(config, "workerinput"):  # the main process (a worker inherits the name)
+        os.environ.setdefault("DEZERO_MINI_NOTEBOOK_RUN", uuid.uuid4().hex)
+
+
 # ------------------------------------------------------------ the order of the run
 # `make test` runs two test processes (pytest-xdist, --dist loadgroup) that take the
 # next unit of work (a test, or every test of one xdist_group) as they finish one, in

@@ -417,7 +417,14 @@ CACHE_CASES = [
     ("a new package file", lambda repo, cache, env: (repo / "dezero_mini" / "data.npz").write_bytes(b"1"), True),
     ("a stage file", lambda repo, cache, env: (repo / "steps" / "step01_a.py").write_text("y = 2\n"), True),
     ("a DEZERO variable", lambda repo, cache, env: env.setenv("DEZERO_MINI_CHECK_SAVED", "1"), True),
-    ("the fresh switch", lambda repo, cache, env: env.setenv(notebook_cache.FRESH_VARIABLE, "1"), True),
+    ("the fresh switch, outside a test run", lambda repo, cache, env: (
+        env.setenv(notebook_cache.FRESH_VARIABLE, "1"), env.delenv(notebook_cache.RUN_VARIABLE)), True),
+    ("the fresh switch, in another test run", lambda repo, cache, env: (
+        env.setenv(notebook_cache.FRESH_VARIABLE, "1"), env.setenv(notebook_cache.RUN_VARIABLE, "run-b")), True),
+    # make test-deep: the other test process of the same run has run it again already
+    ("the fresh switch, in the test run that kept it", lambda repo, cache, env: env.setenv(
+        notebook_cache.FRESH_VARIABLE, "1"), False),
+    ("another test run", lambda repo, cache, env: env.setenv(notebook_cache.RUN_VARIABLE, "run-b"), False),
     ("a written file removed", lambda repo, cache, env: (
         repo / "notebooks" / "memray-results" / "01_kept" / "flamegraph.html").unlink(), True),
     ("a written file changed", lambda repo, cache, env: (
@@ -444,6 +451,7 @@ def test_a_kept_run_is_reused_only_while_it_is_still_true(tmp_path, monkeypatch,
     monkeypatch.setattr(notebook_cache, "ROOT", repo)
     monkeypatch.setattr(notebook_cache, "CACHE_DIR", cache)
     monkeypatch.delenv(notebook_cache.FRESH_VARIABLE, raising=False)
+    monkeypatch.setenv(notebook_cache.RUN_VARIABLE, "run-a")
     monkeypatch.delenv("DEZERO_MINI_CHECK_SAVED", raising=False)
     execute, calls = _counting_runner({"memray-results/01_kept/flamegraph.html": "<html>graph</html>"})
 
