@@ -5,6 +5,7 @@ A stage is a step module (``steps/stepNN_<name>.py``) or the finished package
 ``stage_from`` helper so that every later stage is checked too.
 """
 import ast
+import contextlib
 import functools
 import gc
 import importlib
@@ -126,11 +127,14 @@ def stages_that_change(first):
     return tuple(kept)
 
 
-@pytest.fixture
-def gc_disabled():
-    """Leave freeing to reference counting alone; restore the collector after."""
+@contextlib.contextmanager
+def collector_disabled(collect_first=True):
+    """The cyclic collector off inside the block (after a collection, unless
+    ``collect_first`` is False); what the block left is collected after it,
+    and the collector restored."""
     was_enabled = gc.isenabled()
-    gc.collect()
+    if collect_first:
+        gc.collect()
     gc.disable()
     try:
         yield
@@ -138,6 +142,13 @@ def gc_disabled():
         gc.collect()
         if was_enabled:
             gc.enable()
+
+
+@pytest.fixture
+def gc_disabled():
+    """Leave freeing to reference counting alone; restore the collector after."""
+    with collector_disabled():
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -6,7 +6,6 @@ holder. Signals are counts of live framework objects, with the cyclic
 collector disabled: deterministic.
 """
 import builtins
-import gc
 import subprocess
 import sys
 import textwrap
@@ -21,7 +20,7 @@ from dezero_mini.memory import find_leaks, load_stage
 from dezero_mini.memory.leaks import LeakReport
 from dezero_mini.memory.tracking import ACTIVE
 
-from conftest import keeps_only_what_backward_reads, stage_number, stages_that_change
+from conftest import collector_disabled, keeps_only_what_backward_reads, stage_number, stages_that_change
 
 # Stage 03 on (its outputs are weak references: a graph is kept only by what a loop
 # holds), on the stages that change the framework these tests use: stage 10's step
@@ -86,14 +85,8 @@ def collector_off():
     loop it watches (dezero_mini.memory.tracking), so what earlier tests left
     does not count, and a full collection of a test process's heap is the
     longest part of most of these tests. What the test made is collected after."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with collector_disabled(collect_first=False):
         yield
-    finally:
-        gc.collect()
-        if was_enabled:
-            gc.enable()
 
 
 @pytest.fixture(params=STAGES)
