@@ -23,9 +23,10 @@ TEST_STAMP := $(VENV)/.installed-test
 LAB_STAMP  := $(VENV)/.installed-lab
 PYTEST_ARGS ?=
 # Test processes (pytest-xdist): auto is one per core. Tests that share an expensive
-# record are kept in one process (xdist_group marks, --dist loadgroup).
+# record are kept in one process (xdist_group marks, --dist loadgroup), and the work is
+# handed out in the order tests/conftest.py gives it (long units first; FIRST there).
 JOBS ?= auto
-PARALLEL = -n $(JOBS) --dist loadgroup
+PARALLEL = -n $(JOBS) --dist loadgroup --no-loadscope-reorder
 # Batches of the soak run of `make test-deep` (benchmarks/soak.py).
 SOAK_BATCHES ?= 10000
 

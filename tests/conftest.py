@@ -5,6 +5,7 @@ A stage is a step module (``steps/stepNN_<name>.py``) or the finished package
 ``stage_from`` helper so that every later stage is checked too.
 """
 import ast
+import contextlib
 import functools
 import gc
 import importlib
@@ -126,11 +127,14 @@ def stages_that_change(first):
     return tuple(kept)
 
 
-@pytest.fixture
-def gc_disabled():
-    """Leave freeing to reference counting alone; restore the collector after."""
+@contextlib.contextmanager
+def collector_disabled(collect_first=True):
+    """The cyclic collector off inside the block (after a collection, unless
+    ``collect_first`` is False); what the block left is collected after it,
+    and the collector restored."""
     was_enabled = gc.isenabled()
-    gc.collect()
+    if collect_first:
+        gc.collect()
     gc.disable()
     try:
         yield
@@ -138,6 +142,13 @@ def gc_disabled():
         gc.collect()
         if was_enabled:
             gc.enable()
+
+
+@pytest.fixture
+def gc_disabled():
+    """Leave freeing to reference counting alone; restore the collector after."""
+    with collector_disabled():
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -206,12 +217,65 @@ def _mark_slow(items, whole_files):
         raise pytest.UsageError(f"conftest.SLOW names tests that do not exist: {', '.join(stale)}")
 
 
+# ------------------------------------------------------------ one run of the notebooks
+def pytest_configure(config):
+    """Name this test run for tools/notebook_cache.py (its RUN_VARIABLE), before
+    pytest-xdist starts the test processes, which inherit it: under
+    DEZERO_MINI_FRESH_NOTEBOOKS=1 (make test-deep), a notebook that one test process
+    has run again is then reused by the other, not run a third time."""
+    import os
+    import uuid
+
+    if not hasattr(config, "workerinput"):  # the main process (a worker inherits the name)
+        os.environ.setdefault("DEZERO_MINI_NOTEBOOK_RUN", uuid.uuid4().hex)
+
+
+# ------------------------------------------------------------ the order of the run
+# `make test` runs two test processes (pytest-xdist, --dist loadgroup) that take the
+# next unit of work (a test, or every test of one xdist_group) as they finish one, in
+# the order of the collection (--no-loadscope-reorder). The run ends with its last
+# unit, so the long units go first and the short tests fill the end:
+# 1. each notebook's run (a kernel, 2-15 s each), on both processes at once; the book
+#    that the site group builds reuses these runs (tools/notebook_cache.py);
+# 2. the stage contracts, one group per stage (each stage's training record);
+# 3. the built site (the book, then Chromium), once the notebooks have run;
+# 4. the loops of stage 07 on each stage (their records);
+# 5. the other tests marked slow (child processes, trainings), then the rest.
+FIRST = (
+    ("test_notebooks.py", "test_notebook_runs"),
+    ("group", "bench-"),
+    ("group", "site"),
+    ("group", "loops-"),
+)
+
+
+def _xdist_group(item):
+    marker = item.get_closest_marker("xdist_group")
+    if marker is None:
+        return None
+    return marker.kwargs.get("name", marker.args[0] if marker.args else "")
+
+
+def _schedule_rank(item):
+    """Where ``item`` goes in the run (``FIRST``; then the slow tests; then the rest)."""
+    group = _xdist_group(item)
+    for rank, (where, prefix) in enumerate(FIRST):
+        if where == "group":
+            if group is not None and group.startswith(prefix):
+                return rank
+        elif Path(str(item.fspath)).name == where and getattr(item, "originalname", item.name).startswith(prefix):
+            return rank
+    return len(FIRST) + (0 if item.get_closest_marker("slow") else 1)
+
+
 @pytest.hookimpl(tryfirst=True)  # before -k and -m deselect anything
 def pytest_collection_modifyitems(config, items):
-    """Mark the slow tests (``SLOW``). Under hypothesis' deep profile, give
-    the property tests that name their own ``max_examples`` DEEP_FACTOR
-    times as many too (a profile alone leaves them as they are)."""
+    """Mark the slow tests (``SLOW``) and put the long ones first (``FIRST``).
+    Under hypothesis' deep profile, give the property tests that name their
+    own ``max_examples`` DEEP_FACTOR times as many too (a profile alone
+    leaves them as they are)."""
     _mark_slow(items, whole_files=not any("::" in arg for arg in config.args))
+    items.sort(key=_schedule_rank)  # stable: the collection's order within a rank
     if _hypothesis_settings is None or config.getoption("hypothesis_profile", None) != "deep":
         return
     scaled = set()

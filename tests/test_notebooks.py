@@ -417,7 +417,14 @@ CACHE_CASES = [
     ("a new package file", lambda repo, cache, env: (repo / "dezero_mini" / "data.npz").write_bytes(b"1"), True),
     ("a stage file", lambda repo, cache, env: (repo / "steps" / "step01_a.py").write_text("y = 2\n"), True),
     ("a DEZERO variable", lambda repo, cache, env: env.setenv("DEZERO_MINI_CHECK_SAVED", "1"), True),
-    ("the fresh switch", lambda repo, cache, env: env.setenv(notebook_cache.FRESH_VARIABLE, "1"), True),
+    ("the fresh switch, outside a test run", lambda repo, cache, env: (
+        env.setenv(notebook_cache.FRESH_VARIABLE, "1"), env.delenv(notebook_cache.RUN_VARIABLE)), True),
+    ("the fresh switch, in another test run", lambda repo, cache, env: (
+        env.setenv(notebook_cache.FRESH_VARIABLE, "1"), env.setenv(notebook_cache.RUN_VARIABLE, "run-b")), True),
+    # make test-deep: the other test process of the same run has run it again already
+    ("the fresh switch, in the test run that kept it", lambda repo, cache, env: env.setenv(
+        notebook_cache.FRESH_VARIABLE, "1"), False),
+    ("another test run", lambda repo, cache, env: env.setenv(notebook_cache.RUN_VARIABLE, "run-b"), False),
     ("a written file removed", lambda repo, cache, env: (
         repo / "notebooks" / "memray-results" / "01_kept" / "flamegraph.html").unlink(), True),
     ("a written file changed", lambda repo, cache, env: (
@@ -444,6 +451,7 @@ def test_a_kept_run_is_reused_only_while_it_is_still_true(tmp_path, monkeypatch,
     monkeypatch.setattr(notebook_cache, "ROOT", repo)
     monkeypatch.setattr(notebook_cache, "CACHE_DIR", cache)
     monkeypatch.delenv(notebook_cache.FRESH_VARIABLE, raising=False)
+    monkeypatch.setenv(notebook_cache.RUN_VARIABLE, "run-a")
     monkeypatch.delenv("DEZERO_MINI_CHECK_SAVED", raising=False)
     execute, calls = _counting_runner({"memray-results/01_kept/flamegraph.html": "<html>graph</html>"})
 
@@ -463,3 +471,42 @@ def test_a_kept_run_is_reused_only_while_it_is_still_true(tmp_path, monkeypatch,
     with pytest.raises(run_notebooks.NotebookError):
         notebook_cache.run_or_reuse(path, fail)
     assert list(cache.glob("*.json")) == []
+
+
+def test_a_notebook_that_another_process_runs_is_taken_last(tmp_path, monkeypatch):
+    """executed_all (the site's build under `pytest -n`): while the other test
+    process holds notebook 01's lock (it is running it), this one runs 02 first
+    instead of waiting, then takes 01 once the lock is free."""
+    import threading
+
+    repo = tmp_path / "repo"
+    (repo / "dezero_mini").mkdir(parents=True)
+    (repo / "steps").mkdir()
+    paths = [_write_notebook(repo / "notebooks" / f"0{n}_nb.ipynb", [new_code_cell(f"print({n})")])
+             for n in (1, 2)]
+    monkeypatch.setattr(notebook_cache, "ROOT", repo)
+    monkeypatch.setattr(notebook_cache, "CACHE_DIR", repo / "build" / "executed")
+    monkeypatch.delenv(notebook_cache.FRESH_VARIABLE, raising=False)
+    for path in paths:
+        monkeypatch.delitem(run_notebooks.RUNS, path.resolve(), raising=False)
+    order = []
+    second_ran = threading.Event()
+
+    def execute(path, timeout):
+        order.append(path.name)
+        if path.name.startswith("02"):
+            second_ran.set()
+        return nbformat.read(path, as_version=4)
+
+    monkeypatch.setattr(run_notebooks, "execute_notebook", execute)
+    with notebook_cache.locked(paths[0]):  # a lock file opened apart: busy for everyone else
+        with pytest.raises(notebook_cache.Busy):
+            run_notebooks.executed(paths[0], wait=False)
+        worker = threading.Thread(target=run_notebooks.executed_all, args=(paths,))
+        worker.start()
+        assert second_ran.wait(10), "executed_all waited for the busy notebook instead of running the next"
+    worker.join(30)
+    assert order == ["02_nb.ipynb", "01_nb.ipynb"]
+    for path in paths:
+        run_notebooks.RUNS.pop(path.resolve(), None)
+        run_notebooks.RUN_TIMES.pop(path.resolve(), None)

@@ -44,6 +44,9 @@ INPUT_FOLDERS = ("dezero_mini", "steps")
 FORMAT = 1
 #: Set to 1 to run every notebook again (entries are still written).
 FRESH_VARIABLE = "DEZERO_MINI_FRESH_NOTEBOOKS"
+#: The id of one test run (tests/conftest.py sets it): with FRESH_VARIABLE=1, a run kept
+#: by this same test run, in another of its processes, is reused (each notebook runs once).
+RUN_VARIABLE = "DEZERO_MINI_NOTEBOOK_RUN"
 _SKIPPED_PARTS = {"__pycache__", ".ipynb_checkpoints"}
 _RUNNER = Path(__file__).resolve().parent / "run_notebooks.py"
 
@@ -96,7 +99,7 @@ def inputs_key(notebook: Path, root: Path | None = None) -> str:
     for name in _installed_distributions():
         add("distribution", name)
     for name in sorted(os.environ):
-        if name.startswith("DEZERO") and name != FRESH_VARIABLE:
+        if name.startswith("DEZERO") and name not in (FRESH_VARIABLE, RUN_VARIABLE):
             add("environment", f"{name}={os.environ[name]}")
     return digest.hexdigest()
 
@@ -125,9 +128,10 @@ def _written_since(notebook: Path, since_ns: int) -> dict[str, str]:
     return written
 
 
-def load(notebook: Path, key: str) -> tuple[nbformat.NotebookNode, float] | None:
-    """The kept run of ``notebook`` and the seconds it took, or None when there is
-    none or it fails any check (key, digest, written files, notebook validity)."""
+def load(notebook: Path, key: str) -> tuple[nbformat.NotebookNode, float, str | None] | None:
+    """The kept run of ``notebook``, the seconds it took and the test run that made it
+    (``RUN_VARIABLE``), or None when there is none or it fails any check (key, digest,
+    written files, notebook validity)."""
     notebook = Path(notebook).resolve()
     try:
         entry = json.loads(_entry_path(notebook).read_text(encoding="utf-8"))
@@ -144,7 +148,7 @@ def load(notebook: Path, key: str) -> tuple[nbformat.NotebookNode, float] | None
         if any(output.get("output_type") == "error"
                for cell in nb.cells if cell.cell_type == "code" for output in cell.get("outputs", [])):
             return None
-        return nb, float(entry["seconds"])
+        return nb, float(entry["seconds"]), entry.get("run")
     except (OSError, ValueError, KeyError, TypeError, AttributeError, nbformat.ValidationError):
         return None  # missing, cut short, damaged: run the notebook again
 
@@ -152,7 +156,7 @@ def load(notebook: Path, key: str) -> tuple[nbformat.NotebookNode, float] | None
 def store(notebook: Path, key: str, nb: nbformat.NotebookNode, seconds: float, written: dict[str, str]) -> None:
     """Keep the run of ``notebook`` (written whole or not at all)."""
     entry = {"format": FORMAT, "key": key, "notebook_name": Path(notebook).name, "seconds": seconds,
-             "written": written, "notebook": nb}
+             "written": written, "run": os.environ.get(RUN_VARIABLE) or None, "notebook": nb}
     entry["digest"] = _content_digest(json.loads(json.dumps(entry)))
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(dir=CACHE_DIR, prefix=".entry-", suffix=".tmp")
@@ -166,9 +170,14 @@ def store(notebook: Path, key: str, nb: nbformat.NotebookNode, seconds: float, w
         raise
 
 
+class Busy(Exception):
+    """Another process holds the notebook's lock (it is running the notebook now)."""
+
+
 @contextlib.contextmanager
-def locked(notebook: Path):
-    """Hold the lock of ``notebook``'s entry (a no-op where ``fcntl`` is missing)."""
+def locked(notebook: Path, wait: bool = True):
+    """Hold the lock of ``notebook``'s entry (a no-op where ``fcntl`` is missing).
+    With ``wait=False``, raise :class:`Busy` at once when another process holds it."""
     try:
         import fcntl
     except ImportError:  # Windows: two processes may both run it; each result is still right
@@ -176,25 +185,32 @@ def locked(notebook: Path):
         return
     CACHE_DIR.mkdir(parents=True, exist_ok=True)
     with open(CACHE_DIR / f"{Path(notebook).stem}.lock", "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise Busy(notebook) from None
         try:
             yield
         finally:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def run_or_reuse(notebook: Path, execute, fresh: bool = False) -> tuple[nbformat.NotebookNode, float, bool]:
+def run_or_reuse(notebook: Path, execute, fresh: bool = False,
+                 wait: bool = True) -> tuple[nbformat.NotebookNode, float, bool]:
     """The executed ``notebook``: its kept run when that passes every check (and
-    neither ``fresh`` nor ``DEZERO_MINI_FRESH_NOTEBOOKS=1`` asks for a new run),
+    neither ``fresh`` nor ``DEZERO_MINI_FRESH_NOTEBOOKS=1`` asks for a new run, unless
+    this test run made it: ``RUN_VARIABLE``),
     else ``execute(notebook)``, kept for next time. Returns (notebook, seconds the run
-    took, whether it was reused)."""
+    took, whether it was reused). While another process runs it, wait for that run
+    (then reuse it), or with ``wait=False`` raise :class:`Busy`."""
     notebook = Path(notebook).resolve()
-    with locked(notebook):
+    with locked(notebook, wait=wait):
         key = inputs_key(notebook)
-        if not fresh and os.environ.get(FRESH_VARIABLE) != "1":
-            found = load(notebook, key)
-            if found is not None:
-                return found[0], found[1], True
+        found = load(notebook, key)
+        this_run = os.environ.get(RUN_VARIABLE) or None
+        if found is not None and (not (fresh or os.environ.get(FRESH_VARIABLE) == "1")
+                                  or (this_run is not None and found[2] == this_run)):
+            return found[0], found[1], True
         # A file's time stamp comes from a coarser clock than time_ns(): a margin, so
         # that nothing the run wrote is missed (a file listed wrongly only costs a rerun).
         started_ns = time.time_ns() - 2_000_000_000

@@ -18,6 +18,7 @@ the kept run while none of its inputs has changed, so that ``make test`` and
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import sys
@@ -164,18 +165,30 @@ RUNS: dict[Path, nbformat.NotebookNode] = {}
 RUN_TIMES: dict[Path, tuple[float, bool]] = {}
 
 
-def executed(path, timeout: int = DEFAULT_TIMEOUT) -> nbformat.NotebookNode:
+def executed(path, timeout: int = DEFAULT_TIMEOUT, wait: bool = True) -> nbformat.NotebookNode:
     """The executed notebook at ``path``, run at most once for the tests and the
     book together: kept in this process (``RUNS``) and in ``build/executed/``
     (tools/notebook_cache.py, which runs it again whenever any of its inputs
-    changed or the kept copy fails a check). Callers must not change what it
-    returns (copy it first)."""
+    changed or the kept copy fails a check). While another process runs it,
+    wait for that run, or with ``wait=False`` raise ``notebook_cache.Busy``.
+    Callers must not change what it returns (copy it first)."""
     path = Path(path).resolve()
     if path not in RUNS:
         nb, seconds, reused = notebook_cache.run_or_reuse(
-            path, lambda notebook: execute_notebook(notebook, timeout=timeout))
+            path, lambda notebook: execute_notebook(notebook, timeout=timeout), wait=wait)
         RUNS[path], RUN_TIMES[path] = nb, (seconds, reused)
     return RUNS[path]
+
+
+def executed_all(paths, timeout: int = DEFAULT_TIMEOUT) -> list[nbformat.NotebookNode]:
+    """:func:`executed` for each of ``paths``; but a notebook that another
+    process is running now (the other test process under ``pytest -n``) is
+    taken last, after this process has run or reused the others, rather than
+    waited for while this process could run the next one."""
+    for path in paths:
+        with contextlib.suppress(notebook_cache.Busy):
+            executed(path, timeout=timeout, wait=False)
+    return [executed(path, timeout=timeout) for path in paths]  # the busy ones: wait now
 
 
 def timed_execute(path, timeout: int = DEFAULT_TIMEOUT) -> tuple[nbformat.NotebookNode, float]:

@@ -18,7 +18,7 @@ import tracemalloc
 import numpy as np
 
 from dezero_mini.atomic import atomic_write
-from dezero_mini.memory.counting import count_live_objects
+from dezero_mini.memory.counting import LiveObjectCounter, count_live_objects
 from dezero_mini.memory.probes import GcWatch, collector, kwargs_text, rss_reader, tracing, trim_heap
 from dezero_mini.memory.stages import load_stage, stage_label
 from dezero_mini.memory.workload import Workload
@@ -218,9 +218,9 @@ class TrainingRecord:
         return text + ")"
 
 
-def _record_batch(i, step, module, signals, watch, read_rss):
+def _record_batch(i, step, count_live, signals, watch, read_rss):
     """Run batch ``i`` (``step(i)`` returns its loss) and write its figures
-    into row ``i`` of ``signals``."""
+    into row ``i`` of ``signals``; ``count_live()`` counts the live objects."""
     collections_before, collected_before = int(watch.counts[0]), int(watch.counts[1])
     tracemalloc.reset_peak()  # the peak *within* this batch
     t0 = time.perf_counter()
@@ -231,7 +231,7 @@ def _record_batch(i, step, module, signals, watch, read_rss):
     signals["traced_current"][i] = current
     signals["traced_peak"][i] = peak
     if signals["live_objects"] is not None:
-        live = count_live_objects(module)
+        live = count_live()
         signals["live_variables"][i] = live["variables"]
         signals["live_functions"][i] = live["functions"]
         signals["live_objects"][i] = live["total"]
@@ -315,12 +315,14 @@ def record_training(stage_or_module, batches=200, *, gc_enabled=False, rss=True,
 
     started = time.perf_counter()
     gc.collect()  # a clean floor: earlier garbage is not this run's
+    # Made before the first batch: what it keeps is in no batch's growth.
+    count_live = LiveObjectCounter(module) if count_objects else None
     if read_rss is not None and trim:
         trim_heap()
     with tracing(), collector(gc_enabled):
         with GcWatch() as watch:
             for i in range(batches):
-                _record_batch(i, step, module, signals, watch, read_rss)
+                _record_batch(i, step, count_live, signals, watch, read_rss)
                 if on_batch is not None:
                     on_batch(i + 1, batches)
         # After the watch has gone (the explicit collection is reported on its

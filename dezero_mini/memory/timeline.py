@@ -10,7 +10,7 @@ import tracemalloc
 
 import numpy as np
 
-from dezero_mini.memory.counting import count_live_objects
+from dezero_mini.memory.counting import LiveObjectCounter
 from dezero_mini.memory.probes import MIB, collector, kwargs_text, tracing
 from dezero_mini.memory.stages import load_stage, stage_label
 from dezero_mini.memory.workload import Workload
@@ -87,7 +87,8 @@ class _OpSampler:
 
     def __init__(self, module, count_objects, max_events):
         self.module = module
-        self.count_objects = count_objects
+        # Made here, before tracemalloc's baseline is read in start().
+        self.count_live = LiveObjectCounter(module) if count_objects else None
         self.traced = np.zeros(max_events, dtype=np.int64)
         self.live = np.full(max_events, -1, dtype=np.int64)
         self.ops = [None] * max_events
@@ -111,8 +112,8 @@ class _OpSampler:
         current = self._read()
         if self.n < len(self.ops):
             self.traced[self.n] = current - self.baseline
-            if self.count_objects:
-                self.live[self.n] = count_live_objects(self.module)["total"]
+            if self.count_live is not None:
+                self.live[self.n] = self.count_live()["total"]
             self.ops[self.n] = op
             self.phases[self.n] = self.phase
             self.n += 1
