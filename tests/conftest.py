@@ -170,6 +170,25 @@ def process_frozen():
         gc.unfreeze()
 
 
+@pytest.fixture
+def made_before_frozen(request):
+    """What the test process holds when the test starts frozen out of the
+    collector's generations for the test (``gc.freeze``, no collection first:
+    both moves cost nothing), and put back after it. The collections, counts
+    and ``gc.get_referrers`` walks of the test then visit what the test made.
+    ``gc.get_referrers`` does not see a frozen referrer: a test whose leak is
+    held by an object made before it (a global of the test module) is marked
+    ``holder_made_before`` and runs unfrozen."""
+    if request.node.get_closest_marker("holder_made_before"):
+        yield
+        return
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
 @pytest.fixture(autouse=True)
 def _clear_stage01_registry():
     """Stage 01 remembers every object ever made; forget them between tests so

@@ -22,6 +22,10 @@ from dezero_mini.memory.tracking import ACTIVE
 
 from conftest import collector_disabled, keeps_only_what_backward_reads, stage_number, stages_that_change
 
+# The leak finder walks gc.get_referrers back from the graphs: over what the test made,
+# not the whole test process (conftest.made_before_frozen).
+pytestmark = pytest.mark.usefixtures("made_before_frozen")
+
 # Stage 03 on (its outputs are weak references: a graph is kept only by what a loop
 # holds), on the stages that change the framework these tests use: stage 10's step
 # file only adds checkpoint() to stage 08's, so its graphs are stage 08's
@@ -285,6 +289,7 @@ def batch_keeper():
         kept.append((yield))
 
 
+@pytest.mark.holder_made_before  # a global of this module
 def test_a_default_argument_keeps_the_graphs(net):
     with find_leaks() as finder:
         for i in range(5):
@@ -296,6 +301,7 @@ def test_a_default_argument_keeps_the_graphs(net):
     log_with_default.__defaults__[0].clear()
 
 
+@pytest.mark.holder_made_before  # a global of this module
 def test_a_class_attribute_keeps_the_graphs(net):
     def one_batch():
         Memo.by_batch[len(Memo.by_batch)] = net.step(len(Memo.by_batch))
