@@ -23,6 +23,10 @@ from dezero_mini.contracts import get_stage
 from dezero_mini.memory import find_leaks, record_training, reference_graph
 from dezero_mini.memory.user_loops import LOOPS, objects_per_forward, record_loop
 
+# The records, collections and the leak finder's gc.get_referrers walks visit what
+# each test made, not the whole test process (conftest.made_before_frozen).
+pytestmark = pytest.mark.usefixtures("made_before_frozen")
+
 STAGE = "step07_user_held_graphs"
 # Stage 07, where the loops are taught; 08, whose graph is made of Functions that keep
 # only what backward reads (other counts); and dezero_mini, the framework learners use.
