@@ -222,8 +222,8 @@ def test_the_environment_is_reduced_to_the_whitelist(tmp_path, capsys, monkeypat
 
 # --- The other resource limits, made small ---------------------------------------------------
 @pytest.mark.parametrize("limits, trick, says", [
-    (Limits(cpu_seconds=4), "while True:\n    pass\n",
-     r"the process ended \(exit code -\d+\) while importing it: the file used more than 4 s of "
+    (Limits(cpu_seconds=2), "while True:\n    pass\n",
+     r"the process ended \(exit code -\d+\) while importing it: the file used more than 2 s of "
      r"CPU time"),
     (Limits(file_size_mib=1), "with open('big.bin', 'wb') as _f:\n    _f.write(bytes(2 << 20))\n",
      r"File too large.*: the file wrote a file larger than 1 MiB"),
