@@ -52,6 +52,19 @@ gc.get_objects = lambda *args, **kwargs: []
 gc.collect = lambda *args, **kwargs: 0
 """
 
+HIDE_BY_FREEZING = """
+import gc
+_backward = Variable.backward
+
+
+def _backward_then_hide(self, *args, **kwargs):  # the graph of each batch out of sight
+    _backward(self, *args, **kwargs)
+    gc.freeze()
+
+
+Variable.backward = _backward_then_hide
+"""
+
 FAKE_PROTOCOL = """
 import gc, io, json, os, sys
 _names = [a for a in sys.argv if a.isidentifier()]
@@ -140,6 +153,9 @@ HOSTILE = [
             r"tampering detected: loading .* replaced dezero_mini\.contracts\.Contract\.check"),
     Hostile("patches_the_collector", stage02_plus(PATCH_COLLECTOR), 2,
             r"tampering detected: loading .* replaced gc\.(get_objects|collect)"),
+    Hostile("hides_its_graphs_with_gc_freeze", stage02_plus(HIDE_BY_FREEZING), 2,
+            r"tampering detected: while \w+ ran, the file called gc\.freeze\(\) or "
+            r"gc\.unfreeze\(\)"),
     Hostile("prints_fake_protocol_lines", stage02_plus(FAKE_PROTOCOL), 2,
             r"tampering detected: the result channel received a line that is not the checker's"),
     Hostile("reads_GRADER_TOKEN", stage02_plus(READ_TOKEN), 1, r"token: None home: /\S*dezero_mini_check_"),

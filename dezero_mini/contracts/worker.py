@@ -72,6 +72,10 @@ def learner_module_name(path):
     return "learner_" + re.sub(r"\W", "_", path.stem)
 
 
+FROZEN = ("the file called gc.freeze() or gc.unfreeze(), which moves objects out of the "
+          "counts of live objects and out of the collector's reach")
+
+
 class Seal:
     """What the sealed modules (``SEALED_MODULES``) hold, by identity: each
     attribute of each module, each attribute of each class defined there,
@@ -151,6 +155,7 @@ def main(argv):
     # with gc.get_objects() stays what it was (the lab chapter's threat model).
     gc.collect()
     gc.freeze()
+    frozen_seen = [gc.get_freeze_count()]  # as low as it has been: see broken()
     send = Writer(channel_fd, key).send
     del key
     configure(batches=batches)
@@ -160,7 +165,20 @@ def main(argv):
     stack_file = open(traceback_path, "w")
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
     seal = Seal()
-    broken = seal.broken
+
+    def broken():
+        # A file that freezes its objects (gc.freeze) takes them out of every
+        # count of live objects and out of the collector's reach, without
+        # replacing anything the seal holds: its leaks would pass unseen. The
+        # frozen count only falls on its own (a frozen object of the
+        # checker's dies); it rises when something is frozen, and drops to
+        # nothing when everything is unfrozen (which a file would do to undo
+        # its freeze before this look).
+        now = gc.get_freeze_count()
+        if now > frozen_seen[0] or (now == 0 and frozen_seen[0] > 0):
+            return FROZEN
+        frozen_seen[0] = now
+        return seal.broken()
 
     # The learner's folder last: its own helper modules load, but none of
     # them can stand in for a module of the standard library or of the course.
@@ -171,6 +189,9 @@ def main(argv):
         send(event="error", message=f"cannot load {path.name}: {describe(error, path)}")
         return 2
     changed = broken()
+    if changed == FROZEN:
+        send(event="tampered", message=f"loading {path.name}, {FROZEN}")
+        return 2
     if changed:
         send(event="tampered", message=f"loading {path.name} replaced {changed}, which the "
                                        "checker measures with")
@@ -200,6 +221,9 @@ def main(argv):
             result = dict(passed=False, expected=by_name[name].summary,
                           measured=f"raised {describe(error, path)}", error="raised")
         changed = broken()
+        if changed == FROZEN:
+            send(event="tampered", message=f"while {name} ran, {FROZEN}")
+            return 2
         if changed:
             send(event="tampered", message=f"while {name} ran, {changed} was replaced (it is "
                                            "one of the checker's instruments)")
