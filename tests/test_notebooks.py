@@ -434,6 +434,13 @@ CACHE_CASES = [
     ("the entry removed", lambda repo, cache, env: _entry(cache).unlink(), True),
     ("an error output kept", lambda repo, cache, env: _add_an_error_output(cache), True),
     ("an unrelated file", lambda repo, cache, env: (repo / "README.md").write_text("# new\n"), False),
+    ("a lesson's package upgraded", lambda repo, cache, env: env.setattr(
+        notebook_cache, "lesson_distributions",
+        lambda installed=notebook_cache.lesson_distributions(): (*installed, "numpy==0.0.1")),
+     True),
+    ("a package no lesson imports installed", lambda repo, cache, env: env.setattr(
+        notebook_cache, "_installed_distributions",
+        lambda: ["pytest_newer-99.dist-info"]), False),
 ]
 
 
@@ -510,3 +517,15 @@ def test_a_notebook_that_another_process_runs_is_taken_last(tmp_path, monkeypatc
     for path in paths:
         run_notebooks.RUNS.pop(path.resolve(), None)
         run_notebooks.RUN_TIMES.pop(path.resolve(), None)
+
+
+def test_the_lesson_distributions_are_the_books_and_not_the_test_tools():
+    """``make test`` adds its tools after ``make book``: they are not part of a
+    lesson's key, so the notebooks that ``make book`` ran are reused; the
+    book's own packages are (an upgrade runs them again)."""
+    names = {entry.split("==")[0] for entry in notebook_cache.lesson_distributions()}
+    assert {"dezero-mini", "numpy", "matplotlib", "ipykernel", "nbclient", "objgraph"} <= names
+    assert not names & {"pytest", "pytest-xdist", "hypothesis", "ipywidgets", "execnet"}
+    makefile = (ROOT / "Makefile").read_text()
+    book_extras = re.search(r"^BOOK_EXTRAS :?= *(\S+)", makefile, re.M).group(1).split(",")
+    assert tuple(book_extras) == notebook_cache.LESSON_EXTRAS

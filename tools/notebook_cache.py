@@ -8,8 +8,10 @@ each notebook again. A kept run is never trusted as it is found:
 * its **key** is a SHA-256 of everything the run depends on: the notebook's
   bytes, every file of the package and of the stage files (``INPUT_FOLDERS``),
   the runner's own source, the interpreter, the version of every installed
-  distribution, and the ``DEZERO*`` environment variables. Any change, and the
-  notebook runs again;
+  distribution that a lesson can import (what dezero_mini with the book's
+  extras requires, directly or not: the test tools that ``make test`` adds
+  after ``make book`` are not among them), and the ``DEZERO*`` environment
+  variables. Any change, and the notebook runs again;
 * the file carries a **digest** of its own content: a file cut short, edited
   or damaged fails it, and the notebook runs again;
 * the **files the run wrote** beside the notebook (memray's flame graphs,
@@ -25,6 +27,7 @@ a second time.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import json
 import os
@@ -68,10 +71,57 @@ def _input_files(root: Path) -> list[Path]:
     return sorted(files)
 
 
+#: The extras that a lesson's kernel runs with: the Makefile's BOOK_EXTRAS (a test checks
+#: that they agree). What ``make test`` adds (pytest, hypothesis, ipywidgets: the notebooks
+#: run with DEZERO_MINI_STATIC=1, so no widget is drawn) cannot change a lesson's run.
+LESSON_EXTRAS = ("book", "data", "tools")
+
+
+@functools.lru_cache(maxsize=None)  # one installation per process: read it once
+def lesson_distributions() -> tuple[str, ...] | None:
+    """``name==version`` of every installed distribution that ``dezero_mini``
+    with LESSON_EXTRAS requires, directly or through another: what a lesson's
+    run can import. None where that cannot be worked out (dezero_mini not
+    installed, or no ``packaging`` to read requirements with)."""
+    from importlib import metadata
+
+    try:
+        from packaging.requirements import InvalidRequirement, Requirement
+        from packaging.utils import canonicalize_name
+    except ImportError:
+        return None
+    found, visited = {}, set()
+    waiting = [("dezero_mini", frozenset(LESSON_EXTRAS))]
+    while waiting:
+        name, extras = waiting.pop()
+        if (canonicalize_name(name), extras) in visited:
+            continue
+        visited.add((canonicalize_name(name), extras))
+        try:
+            distribution = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            if name == "dezero_mini":
+                return None
+            continue  # an optional requirement that is not installed
+        found[canonicalize_name(name)] = f"{canonicalize_name(name)}=={distribution.version}"
+        for text in distribution.requires or []:
+            try:
+                requirement = Requirement(text)
+            except InvalidRequirement:
+                continue
+            marker = requirement.marker
+            if marker is not None and not any(marker.evaluate({"extra": extra})
+                                              for extra in (extras or {""})):
+                continue  # for another platform, Python or extra
+            waiting.append((requirement.name, frozenset(requirement.extras)))
+    return tuple(sorted(found.values()))
+
+
 def _installed_distributions() -> list[str]:
     """The installed distributions, as their metadata folders name them
     (``numpy-2.1.0.dist-info``): a name and a version each, read without
-    opening a file."""
+    opening a file. (The key's fallback where lesson_distributions cannot
+    tell.)"""
     names = set()
     # The interpreter's package folders, not sys.path: that differs between the test
     # processes and the book build (the current folder, tools/) for the same installation.
@@ -96,7 +146,7 @@ def inputs_key(notebook: Path, root: Path | None = None) -> str:
         add("file", path.relative_to(root).as_posix() if path.is_relative_to(root) else path.name)
         add("sha256", _sha256_file(path))
     add("python", f"{sys.version} {os.path.normpath(sys.prefix)}")  # sys.executable may read ../.venv/...
-    for name in _installed_distributions():
+    for name in lesson_distributions() or _installed_distributions():
         add("distribution", name)
     for name in sorted(os.environ):
         if name.startswith("DEZERO") and name not in (FRESH_VARIABLE, RUN_VARIABLE):
