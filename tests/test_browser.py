@@ -186,6 +186,7 @@ def test_bytes_note_is_not_printed_on_cpython(monkeypatch, capsys):
 
 
 # --- the WebAssembly drawing, run in Chromium (the network replaced by answers of the test) ---
+@pytest.mark.slow  # starts a browser: make test-quick leaves it out
 @pytest.mark.parametrize("cdn_up", [True, False], ids=["cdn-answers", "no-internet"])
 def test_wasm_html_draws_or_says_it_needs_internet_in_chromium(cdn_up):
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))

@@ -308,6 +308,7 @@ def _where_the_page_is(page, ending, timeout):
 
 
 @needs_lite_tools
+@pytest.mark.slow  # starts a browser: make test-quick leaves it out
 def test_without_internet_the_preview_says_it_needs_it(chromium_page):
     page, url, asked = chromium_page(cdn_up=False)
     page.goto(url + preview_url("01_leaking_graph").split("/", 1)[1])
@@ -318,6 +319,7 @@ def test_without_internet_the_preview_says_it_needs_it(chromium_page):
 
 
 @needs_lite_tools
+@pytest.mark.slow  # starts a browser: make test-quick leaves it out
 def test_with_internet_the_preview_opens_the_lesson(chromium_page):
     page, url, asked = chromium_page(cdn_up=True)
     page.goto(url + preview_url("01_leaking_graph").split("/", 1)[1])
@@ -330,6 +332,7 @@ def test_with_internet_the_preview_opens_the_lesson(chromium_page):
 
 
 @needs_lite_tools
+@pytest.mark.slow  # starts a browser: make test-quick leaves it out
 def test_a_start_page_path_off_the_notebooks_is_not_followed(chromium_page):
     page, url, _ = chromium_page(cdn_up=True)
     page.goto(url + "start.html?path=https://example.org/x.ipynb")
