@@ -32,6 +32,8 @@ import threading
 import time
 from pathlib import Path
 
+from dezero_mini import stopping
+
 #: The environment variable of the test hook (seconds to sleep before the rename).
 SLOW_WRITE_ENV = "DEZERO_MINI_SLOW_WRITE"
 TEMPORARY_SUFFIX = ".tmp"
@@ -197,6 +199,9 @@ def atomic_write(path, mode="wb", *, overwrite=True, encoding=None, newline=None
                 file.flush()
                 os.fsync(file.fileno())
             _sleep_for_tests()
+            # A Ctrl-C or SIGTERM whose exception a finalizer swallowed: the
+            # user asked to stop, so the old file stays (the temporary goes).
+            stopping.obey()
             if overwrite:
                 os.replace(temporary, target)
             else:

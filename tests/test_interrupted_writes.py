@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from dezero_mini import atomic
-from dezero_mini.cli.guard import EXIT_SIGTERM
+from dezero_mini.cli import guard
+from dezero_mini.cli.guard import EXIT_SIGTERM, Terminated
 
 OLD = b"the old file, which must survive\n"
 
@@ -64,6 +65,41 @@ def test_without_overwrite_an_existing_file_is_never_replaced(tmp_path):
         atomic.write_text(target, "new", overwrite=False)
     assert target.read_bytes() == OLD
     assert temporaries(tmp_path) == []
+
+
+@pytest.mark.parametrize("stop", [KeyboardInterrupt, Terminated])
+def test_a_stop_that_a_finalizer_swallowed_still_keeps_the_old_file(tmp_path, stop):
+    """A signal whose exception is raised inside a finalizer (matplotlib's
+    weak-reference callbacks run while it draws) cannot leave it: Python
+    prints "Exception ignored" and goes on. The command line remembers the
+    stop; the writer obeys it before the rename (a SIGTERM during `memory`
+    once ended with exit 0 and the old SVG replaced)."""
+    target = tmp_path / "w.npz"
+    target.write_bytes(OLD)
+
+    class RaisesWhenFinalized:
+        def __del__(self):
+            raise stop()
+
+    with pytest.raises(stop):
+        with guard.sigterm_raises():
+            RaisesWhenFinalized()  # freed at once: its exception can only be reported
+            atomic.write_bytes(target, b"new")
+    assert target.read_bytes() == OLD
+    assert temporaries(tmp_path) == []
+
+
+def test_a_stop_that_the_code_catches_is_its_own(tmp_path):
+    """A script's own ``except KeyboardInterrupt`` (stop training, then save)
+    is obeyed as written: nothing is remembered."""
+    target = tmp_path / "w.npz"
+    with guard.sigterm_raises():
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt:
+            pass
+        atomic.write_bytes(target, b"new")
+    assert target.read_bytes() == b"new"
 
 
 # --- Real processes, real signals -------------------------------------------------------------

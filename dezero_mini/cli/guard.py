@@ -22,6 +22,9 @@ import signal
 import sys
 import threading
 
+from dezero_mini import stopping
+from dezero_mini.stopping import Terminated  # noqa: F401  (the command line's name for it)
+
 #: Exit statuses of the usual Unix endings: 128 + the signal's number.
 EXIT_SIGPIPE = 128 + 13
 EXIT_SIGTERM = 128 + 15
@@ -31,29 +34,46 @@ EXIT_SIGTERM = 128 + 15
 OUTPUT_WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EIO, errno.EDQUOT, errno.EFBIG})
 
 
-class Terminated(BaseException):
-    """SIGTERM arrived: raised in the main thread so that the command unwinds
-    (temporary files removed, old files intact) and exits 143. A
-    BaseException, like KeyboardInterrupt, so that ``except Exception`` in
-    the middle of the work does not swallow it."""
-
-
 def _raise_terminated(signum, frame):
     raise Terminated()
 
 
+def _remember_swallowed_stops(previous_hook):
+    """A ``sys.unraisablehook`` that remembers a KeyboardInterrupt or
+    :class:`Terminated` that a finalizer could not raise (they are the
+    user's stop, not an error to print), and hands anything else on."""
+    def hook(unraisable):
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type,
+                                                          (KeyboardInterrupt, Terminated)):
+            stopping.request(unraisable.exc_type)
+        else:
+            previous_hook(unraisable)
+    return hook
+
+
 @contextlib.contextmanager
 def sigterm_raises():
-    """Within the block, SIGTERM raises :class:`Terminated` in the main thread
-    (outside the main thread, signals cannot be handled: nothing changes)."""
+    """Within the block, SIGTERM raises :class:`Terminated` in the main thread.
+    A stop (SIGTERM, Ctrl-C) whose exception lands in a finalizer, where
+    Python can only print it and go on, is remembered and obeyed
+    (:mod:`dezero_mini.stopping`): by the writer before it renames a file
+    into place, and here when the block ends. A stop that the code catches
+    itself (a script's ``except KeyboardInterrupt``) is its own business.
+    Outside the main thread, signals cannot be handled: nothing changes."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    stopping.forget()
     previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    previous_hook = sys.unraisablehook
+    sys.unraisablehook = _remember_swallowed_stops(previous_hook)
     try:
         yield
+        stopping.obey()  # a stop that a finalizer swallowed: obeyed now, not ignored
     finally:
         signal.signal(signal.SIGTERM, previous)
+        sys.unraisablehook = previous_hook
+        stopping.forget()
 
 
 def silence_closed_stdout():
