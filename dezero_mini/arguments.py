@@ -55,12 +55,17 @@ def seed_int(text):
     return value
 
 
+def _number(text):
+    """``text`` as a float, or nan when it is no number (every range test then fails)."""
+    try:
+        return float(text)
+    except ValueError:
+        return math.nan
+
+
 def positive_float(text):
     """A finite number above zero (a learning rate, a time limit)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    value = _number(text)
     if not value > 0 or value == math.inf:  # also refuses nan
         raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}")
     return value
@@ -68,10 +73,7 @@ def positive_float(text):
 
 def seconds(text):
     """A number of seconds above 0 and at most a day (``MAX_SECONDS``)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
+    value = _number(text)
     if not 0 < value <= MAX_SECONDS:  # also refuses nan and inf
         raise argparse.ArgumentTypeError(
             f"must be a number of seconds above 0 and at most {MAX_SECONDS:g} (a day), "

@@ -3,14 +3,10 @@
 notebooks (tools/colab_cell.py) and the in-browser preview (`make lite`,
 tools/build_lite.py; its build and its page in Chromium run when their tools are here)."""
 import ast
-import contextlib
-import functools
-import http.server
 import json
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import nbformat
@@ -19,6 +15,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tools"))
 import build_book  # noqa: E402
+import check_site  # noqa: E402
 import colab_cell  # noqa: E402
 import launch_buttons  # noqa: E402
 from launch_buttons import (  # noqa: E402
@@ -261,19 +258,6 @@ def test_the_preview_has_the_notebooks_the_steps_and_the_wheel(built_preview):
     assert build_lite.folder_size(built_preview) < 40e6  # about 20 MB when written
 
 
-@contextlib.contextmanager
-def served(folder):
-    handler = functools.partial(type("Quiet", (http.server.SimpleHTTPRequestHandler,),
-                                     {"log_message": lambda *a: None}), directory=str(folder))
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}/"
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
 @pytest.fixture
 def chromium_page(built_preview):
     """``open(cdn_up)``: a page of Chromium on the served preview, in which a request
@@ -285,7 +269,7 @@ def chromium_page(built_preview):
     chromium, why = find_chromium()
     if chromium is None:
         pytest.skip(why)
-    with served(built_preview) as url, Chromium(chromium, extra_args=("--disable-gpu",)) as browser:
+    with check_site.serve(built_preview) as url, Chromium(chromium, extra_args=("--disable-gpu",)) as browser:
 
         def open_page(cdn_up):
             asked = []
