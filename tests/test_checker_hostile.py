@@ -163,9 +163,9 @@ HOSTILE = [
             rf"cannot load {FILE_NAME}: .*MemoryError.*the file used more than "
             rf"{Limits().memory_mib} MiB of memory"),
     Hostile("loops_in_backward", stage02_plus(LOOP_IN_BACKWARD), 1,
-            r"timed out: the check's total time limit of 6 s ran out; the file was at "
+            r"timed out: the check's total time limit of 3 s ran out; the file was at "
             rf"{FILE_NAME} line (?P<line>\d+) \(in _endless\)",
-            argv=("--batches", "5", "--total-timeout", "6")),
+            argv=("--batches", "5", "--total-timeout", "3")),
     Hostile("imports_the_classes_from_dezero_mini", stage02_plus(IMPORT_FROM_PACKAGE), 2,
             rf"{FILE_NAME} does not define Variable, .* itself \(Variable: the class comes from "
             r"\S*dezero_mini/core\.py\)"),
@@ -238,8 +238,8 @@ def test_the_environment_is_reduced_to_the_whitelist(tmp_path, capsys, monkeypat
 
 # --- The other resource limits, made small ---------------------------------------------------
 @pytest.mark.parametrize("limits, trick, says", [
-    (Limits(cpu_seconds=2), "while True:\n    pass\n",
-     r"the process ended \(exit code -\d+\) while importing it: the file used more than 2 s of "
+    (Limits(cpu_seconds=1), "while True:\n    pass\n",
+     r"the process ended \(exit code -\d+\) while importing it: the file used more than 1 s of "
      r"CPU time"),
     (Limits(file_size_mib=1), "with open('big.bin', 'wb') as _f:\n    _f.write(bytes(2 << 20))\n",
      r"File too large.*: the file wrote a file larger than 1 MiB"),

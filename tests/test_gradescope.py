@@ -64,6 +64,7 @@ def graded(tmp_path_factory):
             for kind, files in kinds.items()}
 
 
+@pytest.mark.xdist_group("graded-gradescope")  # one test process grades the class once
 def test_the_three_scores_with_their_denominators(graded):
     scores = {kind: (results["score"], sum(test["max_score"] for test in results["tests"]))
               for kind, (_, results) in graded.items()}
@@ -75,6 +76,7 @@ def test_the_three_scores_with_their_denominators(graded):
         assert done.returncode == 0, done.stderr
 
 
+@pytest.mark.xdist_group("graded-gradescope")  # one test process grades the class once
 def test_results_have_the_fields_gradescope_reads(graded):
     for kind, (_, results) in graded.items():
         assert isinstance(results["score"], (int, float)) and isinstance(results["output"], str)
@@ -88,6 +90,7 @@ def test_results_have_the_fields_gradescope_reads(graded):
         assert results["score"] == sum(test["score"] for test in results["tests"])
 
 
+@pytest.mark.xdist_group("graded-gradescope")  # one test process grades the class once
 def test_each_result_says_why(graded):
     _, failing = graded["failing"]
     failed = [test for test in failing["tests"] if test["status"] == "failed"]

@@ -245,6 +245,7 @@ def graded(tmp_path_factory):
     return done, rows, out
 
 
+@pytest.mark.xdist_group("graded-class")  # one test process grades the class once
 def test_grade_writes_one_row_per_student_in_the_order_given(graded):
     done, rows, out = graded
     assert done.returncode == 0, done.stderr
@@ -261,6 +262,7 @@ def test_grade_writes_one_row_per_student_in_the_order_given(graded):
     assert f"wrote {out}" in done.stdout and "graded 5 submissions" in done.stdout
 
 
+@pytest.mark.xdist_group("graded-class")  # one test process grades the class once
 def test_grade_gives_every_student_the_same_total(graded):
     _, rows, _ = graded
     assert {row["max_points"] for row in rows} == {str(submissions.MAX_POINTS)}
@@ -275,6 +277,7 @@ def test_grade_gives_every_student_the_same_total(graded):
         assert float(failing[contract.name]) == (0 if contract.stage == STAGE else INHERITED_POINTS)
 
 
+@pytest.mark.xdist_group("graded-class")  # one test process grades the class once
 def test_grade_prints_a_line_per_student_as_it_goes(graded):
     done, rows, _ = graded
     lines = [line for line in done.stderr.splitlines() if line.startswith("[")]

@@ -33,6 +33,11 @@ from dezero_mini.memory import (
 
 FEW = 4  # batches: enough for every per-batch property, cheap
 
+# Each test's collections and counts visit what the test made, not the whole
+# test process (conftest.made_before_frozen, which unfreezes everything after
+# the test, so a test may freeze and unfreeze as it likes).
+pytestmark = pytest.mark.usefixtures("made_before_frozen")
+
 
 @pytest.fixture
 def plt():

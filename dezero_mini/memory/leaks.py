@@ -90,19 +90,21 @@ def _user_frames():
 
 
 def _roots(extra_namespaces=()):
-    """({id(value): Root}, ids of the namespaces read). The first name found
+    """({id(value): (kind, name, where) of its Root}, ids of the namespaces read). The first name found
     wins: the extra namespaces (a script's globals), then the locals of the
     running frames, innermost first, then every module's globals."""
     roots, namespaces = {}, []
 
     def add(namespace, kind, where):
         namespaces.append(namespace)
-        for name, value in list(namespace.items()):
-            # A value named already (a module imported by many) is passed over first:
-            # every module's globals are read, a few hundred thousand names in a test process.
-            key = id(value)
-            if key not in roots and isinstance(name, str) and not (name.startswith("__") and name.endswith("__")):
-                roots[key] = Root(kind, name, where)
+        # Every module's globals are read: a few hundred thousand names in a test
+        # process or a notebook's kernel, so this is one comprehension, and a Root
+        # is made only for the roots a chain ends at. Reversed: where a namespace
+        # names an object twice, its first name wins, as a name found earlier does.
+        roots.update({key: (kind, name, where)
+                      for name, value in reversed(list(namespace.items()))
+                      if (key := id(value)) not in roots and isinstance(name, str)
+                      and not (name.startswith("__") and name.endswith("__"))})
 
     for namespace, where in extra_namespaces:
         add(namespace, "global", where)
@@ -237,7 +239,7 @@ def _search(targets, roots, ignore):
             steps.append((keep[object_id], label))
             object_id = next_id
         steps.append((target, None))
-        chains.append((roots[found[i]], steps))
+        chains.append((Root(*roots[found[i]]), steps))
     keep.clear()
     return chains
 
