@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -26,6 +27,7 @@ from conftest import ROOT, STEPS
 from dezero_mini import cli
 from dezero_mini.contracts import contracts_at, names_needed_at
 from dezero_mini.contracts.runner import check_file
+from dezero_mini.contracts import sandbox
 from dezero_mini.contracts.sandbox import Limits
 
 HONEST_FAILS = 3  # of stage 03's 6 contracts, by the stage-02 file
@@ -211,7 +213,7 @@ def test_a_hostile_submission_is_not_a_pass(case, tmp_path, capsys, monkeypatch)
     if "line" in found.groupdict():  # the line of the endless loop, and the check kept its time
         lines = path.read_text().splitlines()
         assert "HANG HERE" in lines[int(found["line"]) - 1] or "pass" in lines[int(found["line"]) - 1]
-        assert seconds < 6 + 10
+        assert seconds < 3 + 10  # its --total-timeout, and the time to start and stop
         assert sum(c["measured"].startswith("not run") for c in report["contracts"]) >= 1
     if "mib" in found.groupdict():
         assert int(found["mib"]) >= 128
@@ -234,6 +236,57 @@ def test_the_environment_is_reduced_to_the_whitelist(tmp_path, capsys, monkeypat
     names = eval(re.search(r"environment: (\[.*?\])", report["output"]).group(1))
     assert set(names) <= {"PATH", "LANG", "LANGUAGE", "TZ", "HOME", "TMPDIR", "DEZERO_MINI_STEPS",
                           "LC_CTYPE"} | {n for n in names if n.startswith("LC_")}
+
+
+REACH_A_SERVER = """
+import ctypes, os, socket
+for _pid in (os.getppid(), 1):  # first, back into the checker's network namespace (root could)
+    try:
+        _fd = os.open(f"/proc/{{_pid}}/ns/net", os.O_RDONLY)
+        print("setns:", ctypes.CDLL(None, use_errno=True).setns(_fd, 0x40000000), ctypes.get_errno())
+    except OSError as error:
+        print("setns:", error)
+try:  # a server of the grader's on this machine: if 127.0.0.1 is out of reach, so is the world
+    socket.create_connection(("127.0.0.1", {port}), timeout=5).close()
+    print("network: reached the server")
+except OSError as error:
+    print("network: no way out:", error)
+"""
+
+
+def test_the_worker_cannot_reach_the_network(tmp_path, capsys):
+    """The worker has a network namespace of its own, with loopback down:
+    even a server on the same machine, listening on 127.0.0.1, is out of its
+    reach, and it cannot join the checker's namespace again (``setns``: a
+    root worker lacks CAP_SYS_ADMIN). Where the kernel does not let this
+    user do that, the test says so."""
+    if not sandbox.network_can_be_cut():
+        pytest.skip("this kernel does not let this user give a process a network namespace of "
+                    "its own (a container without CAP_SYS_ADMIN, or user namespaces switched off): "
+                    "the worker keeps the network here, as docs/classroom.md says")
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        path = tmp_path / FILE_NAME
+        path.write_text(stage02_plus(REACH_A_SERVER.format(port=server.getsockname()[1]))(tmp_path))
+        _, report, _ = run_check(capsys, path, ("--batches", "5"))
+        server.setblocking(False)
+        with pytest.raises(BlockingIOError):  # nobody knocked
+            server.accept()
+    assert "network: no way out:" in report["output"], report["output"]
+    assert report["exit_code"] == 1  # checked as usual: the stage-02 file fails honestly
+
+
+def test_a_kernel_that_refuses_a_network_namespace_leaves_the_worker_as_it_was():
+    """``unshare`` refused as root and as a user (what a container without
+    the capability answers): the worker starts anyway, on the network."""
+    calls = []
+
+    def refuses(flags):
+        calls.append(flags)
+        return -1
+
+    assert sandbox._leave_the_network(refuses, os.getuid(), os.getgid()) is False
+    assert calls == [sandbox._CLONE_NEWNET, sandbox._CLONE_NEWUSER | sandbox._CLONE_NEWNET]
+    assert sandbox._leave_the_network(None, os.getuid(), os.getgid()) is False
 
 
 # --- The other resource limits, made small ---------------------------------------------------

@@ -16,7 +16,10 @@ stop, whatever the file does. ``start_worker`` starts it
   ``/proc``: the checker is made a *child subreaper*, so that an orphaned
   grandchild is reparented to it rather than to init);
 * under resource limits (``Limits``: address space, CPU seconds, file size,
-  processes), whose breach ``describe_limit`` puts in words.
+  processes), whose breach ``describe_limit`` puts in words;
+* cut off from the network (Linux): in a network namespace of its own, whose
+  only interface, loopback, is down, where the kernel allows it
+  (``_leave_the_network``; ``network_can_be_cut`` says whether it does here).
 """
 import ctypes
 import os
@@ -99,6 +102,88 @@ def _set_limits(limits, processes):
     cap(resource.RLIMIT_CORE, 0)
     if processes:
         cap(resource.RLIMIT_NPROC, processes)
+
+
+# --- Cutting the worker off the network ---------------------------------------------------
+_CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000
+
+
+_PR_CAPBSET_DROP, _CAP_SYS_ADMIN = 24, 21
+
+
+def _unshare_function():
+    """``unshare(flags)`` through libc, looked up here in the checker (loading
+    a library in a child between fork and exec could deadlock on a lock that
+    another thread held at the fork), or None where there is none. For root
+    it also drops ``CAP_SYS_ADMIN`` from the bounding set once the namespace
+    is made: without it, the worker (root too after exec) cannot join the
+    machine's network namespace again (``setns``)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        unshare, prctl = libc.unshare, libc.prctl
+    except (OSError, AttributeError):
+        return None
+    unshare.argtypes, unshare.restype = [ctypes.c_int], ctypes.c_int
+    prctl.restype = ctypes.c_int
+
+    def unshare_for_good(flags):
+        done = unshare(flags)
+        if done == 0 and flags == _CLONE_NEWNET and prctl(_PR_CAPBSET_DROP, _CAP_SYS_ADMIN, 0, 0, 0) != 0:
+            return -1  # it could join the machine's again: try a user namespace, which cannot
+        return done
+
+    return unshare_for_good
+
+
+def _write_proc(path, text):
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        os.write(fd, text.encode())
+    finally:
+        os.close(fd)
+
+
+def _leave_the_network(unshare, uid, gid):
+    """Run in the child between fork and exec: move it into a network
+    namespace of its own, which has one interface, loopback, and that one
+    down, so that no address, remote or local (127.0.0.1), can be reached.
+    Root does it directly; an ordinary user does it in a user namespace of
+    its own that maps its user and group to themselves, so that the worker
+    stays who it was for its files and its limits (it gains no power outside
+    the namespace). Returns whether the network is cut: a kernel that refuses
+    both (a container without the capability, user namespaces switched off)
+    leaves the worker on the network, as without this."""
+    if unshare is None:
+        return False
+    if unshare(_CLONE_NEWNET) == 0:
+        return True
+    if unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
+        return False
+    try:  # without the maps the worker would see itself as nobody (65534)
+        _write_proc("/proc/self/setgroups", "deny")  # the kernel asks it before gid_map
+        _write_proc("/proc/self/uid_map", f"{uid} {uid} 1")
+        _write_proc("/proc/self/gid_map", f"{gid} {gid} 1")
+    except OSError:
+        pass
+    return True
+
+
+def network_can_be_cut():
+    """Whether the checker can cut a worker off the network on this machine,
+    as this user: a child is started the way a worker is, and says whether its
+    network namespace is another than the checker's."""
+    unshare = _unshare_function()
+    try:
+        mine = os.readlink("/proc/self/ns/net")
+    except OSError:
+        return False
+    uid, gid = os.getuid(), os.getgid()
+    done = subprocess.run(
+        [sys.executable, "-I", "-c", "import os, sys; sys.exit(os.readlink('/proc/self/ns/net') == sys.argv[1])",
+         mine], preexec_fn=lambda: _leave_the_network(unshare, uid, gid), capture_output=True)
+    return done.returncode == 0
 
 
 def describe_limit(limits, return_code=None, text=""):
@@ -257,6 +342,12 @@ def start_worker(module, arguments, *, scratch, limits, pass_fds=()):
     (see the module docstring) and return its ``Popen``: standard input a
     pipe, standard output and error one pipe."""
     processes = _user_task_count() + limits.extra_processes if limits.extra_processes else 0
+    unshare, uid, gid = _unshare_function(), os.getuid(), os.getgid()
+
+    def contain():  # in the child, between fork and exec
+        _leave_the_network(unshare, uid, gid)
+        _set_limits(limits, processes)
+
     with _lock:
         if not _subreaper:
             _subreaper.append(sys.platform.startswith("linux") and _become_subreaper())
@@ -265,7 +356,7 @@ def start_worker(module, arguments, *, scratch, limits, pass_fds=()):
              package_parent(), *arguments],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             cwd=scratch, env=worker_environment(scratch), start_new_session=True,
-            pass_fds=pass_fds, preexec_fn=lambda: _set_limits(limits, processes))
+            pass_fds=pass_fds, preexec_fn=contain)
         _live_workers.add(process.pid)
     return process
 
