@@ -169,25 +169,6 @@ def _earlier_modules_frozen():
     yield
 
 
-@pytest.fixture(scope="module")
-def process_frozen():
-    """What the test process holds when the module's first test starts (every
-    test module, NumPy, pytest, hypothesis, what earlier tests kept: hundreds of
-    thousands of objects) frozen out of the collector's generations
-    (``gc.freeze``) for the module's tests, and put back after them. Each full
-    ``gc.collect()`` and live-object count of the module's measurements then
-    visits what the measurement made, as in a fresh process, not everything.
-    Only for measurements that never look for a referrer: ``gc.get_referrers``
-    does not see frozen objects, so the leak finder could not name a module's
-    global as a holder."""
-    gc.collect()
-    gc.freeze()
-    try:
-        yield
-    finally:
-        gc.unfreeze()
-
-
 @pytest.fixture
 def made_before_frozen(request):
     """What the test process holds when the test starts frozen out of the

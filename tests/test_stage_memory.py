@@ -22,8 +22,7 @@ from dezero_mini.contracts.bench import BATCHES, bench
 from dezero_mini.memory import Workload
 
 # The contracts collect and count again and again: they visit what they made, not
-# the whole test process (conftest.process_frozen; none looks for a referrer).
-pytestmark = pytest.mark.usefixtures("process_frozen")
+# the whole test process (conftest._earlier_modules_frozen; none looks for a referrer).
 
 
 def number_of(stage_name):

@@ -105,10 +105,8 @@ def _set_limits(limits, processes):
 
 
 # --- Cutting the worker off the network ---------------------------------------------------
-_CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000
-
-
-_PR_CAPBSET_DROP, _CAP_SYS_ADMIN = 24, 21
+_CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000  # unshare(2)'s flags
+_PR_CAPBSET_DROP, _CAP_SYS_ADMIN = 24, 21  # prctl(2)'s operation, and the capability
 
 
 def _unshare_function():

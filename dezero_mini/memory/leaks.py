@@ -90,9 +90,10 @@ def _user_frames():
 
 
 def _roots(extra_namespaces=()):
-    """({id(value): (kind, name, where) of its Root}, ids of the namespaces read). The first name found
-    wins: the extra namespaces (a script's globals), then the locals of the
-    running frames, innermost first, then every module's globals."""
+    """({id(value): (kind, name, where), the fields of its Root}, ids of the
+    namespaces read). The first name found wins: the extra namespaces (a
+    script's globals), then the locals of the running frames, innermost
+    first, then every module's globals."""
     roots, namespaces = {}, []
 
     def add(namespace, kind, where):
