@@ -292,6 +292,19 @@ def test_evaluate_returns_values_and_raises_what_the_page_threw(browser):
     page.close()
 
 
+def test_a_page_too_busy_to_answer_times_out_with_the_waits_own_figure(browser):
+    """The page does not answer an evaluation within the time left (here: a
+    promise that never settles): the wait still says its own timeout and the
+    page (under load, it once said "after 0.280773 s", what was left)."""
+    page = browser.new_page()
+    page.goto("data:text/html,<p>busy</p>")
+    with pytest.raises(BrowserTimeout) as caught:
+        page.wait_for("new Promise(() => {})", timeout=0.5, what="a promise that never settles")
+    assert str(caught.value) == ("timed out after 0.5 s waiting for a promise that never settles "
+                                 "on data:text/html,<p>busy</p>")
+    page.close()
+
+
 def test_a_condition_that_never_holds_times_out_naming_it_and_the_page(browser):
     page = browser.new_page()
     page.goto("data:text/html,<p>never ready</p>")

@@ -503,14 +503,17 @@ class Page:
         deadline = time.monotonic() + timeout
         while True:
             self._check_alive(what)
+            timed_out = BrowserTimeout(f"timed out after {timeout:g} s waiting for {what} on {self.url}")
             try:
                 value = self.evaluate(expression, timeout=max(deadline - time.monotonic(), 0.1), what=what)
             except PageError:  # the page is between two documents: its context went away
                 value = None
+            except BrowserTimeout:  # a busy page did not answer within the time left: the wait's own
+                raise timed_out from None  # figure, not what was left of it (once: "after 0.280773 s")
             if value:
                 return value
             if time.monotonic() >= deadline:
-                raise BrowserTimeout(f"timed out after {timeout:g} s waiting for {what} on {self.url}")
+                raise timed_out
             self._idle(min(every, max(deadline - time.monotonic(), 0)), what)
 
     def _idle(self, seconds: float, what: str) -> None:
