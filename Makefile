@@ -3,7 +3,7 @@
 #   make book        set up .venv with what the book needs, execute every notebook, build the site
 #   make test        add the test tools to .venv, run the test suite in parallel (notebooks
 #                    included, the built site opened in Chromium)
-#   make test-quick  the tests without the notebooks, the site and the long measurements
+#   make test-quick  the tests without the notebooks, the site, the long measurements and the real signals
 #   make test-deep   the long runs: every notebook again, hypothesis' deep profile, the soak
 #   make lab         set up .venv with JupyterLab, register its kernel, open notebooks/
 #   make lite        build the in-browser preview (JupyterLite, in .venv-lite) into build/lite
@@ -37,7 +37,7 @@ help:
 	@echo "make book        set up .venv with the book's tools, execute the notebooks, build the book (build/book/html)"
 	@echo "make test        add the test tools to .venv, run the tests in parallel, notebooks included"
 	@echo "                 (PYTEST_ARGS=... to pass options, JOBS=1 for one process)"
-	@echo "make test-quick  the tests without the notebooks, the site and the long measurements"
+	@echo "make test-quick  the tests without the notebooks, the site, the long measurements and the real signals"
 	@echo "make test-deep   every notebook run again, hypothesis' deep profile (10x the examples),"
 	@echo "                 the soak of benchmarks/soak.py; tests/test_vs_torch.py runs when PyTorch is installed"
 	@echo "make lab         set up .venv with JupyterLab (and ipywidgets, memray, objgraph), open notebooks/"
@@ -143,8 +143,8 @@ book: dot $(BOOK_STAMP)
 test: dot chromium $(TEST_STAMP)
 	$(VPY) -m pytest $(PARALLEL) $(PYTEST_ARGS)
 
-# The edit-test loop: no notebook, no browser, no whole-training measurement (the
-# tests marked slow; see the markers in pyproject.toml).
+# The edit-test loop: no notebook, no browser, no whole-training measurement, no
+# command stopped by a real signal (the tests marked slow; conftest.SLOW names them).
 test-quick: $(TEST_STAMP)
 	$(VPY) -m pytest $(PARALLEL) -m "not slow" $(PYTEST_ARGS)
 
