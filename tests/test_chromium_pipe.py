@@ -305,6 +305,20 @@ def test_a_page_too_busy_to_answer_times_out_with_the_waits_own_figure(browser):
     page.close()
 
 
+def test_a_page_stuck_in_a_script_times_out_naming_the_address_it_was_given(browser):
+    """A page whose script never ends answers nothing, not even its address:
+    the wait still ends at its timeout and names the page by what was opened."""
+    page = browser.new_page()
+    page.goto("data:text/html,<p>stuck</p>")
+    page.evaluate("setTimeout(() => { while (true) {} }, 0), 0")
+    start = time.monotonic()
+    with pytest.raises(BrowserTimeout) as caught:
+        page.wait_for("true", timeout=0.5, what="a stuck page")
+    assert str(caught.value) == "timed out after 0.5 s waiting for a stuck page on data:text/html,<p>stuck</p>"
+    assert time.monotonic() - start < 0.5 + 1 + 1  # the wait, the look at the address, a margin
+    page.close()
+
+
 def test_a_condition_that_never_holds_times_out_naming_it_and_the_page(browser):
     page = browser.new_page()
     page.goto("data:text/html,<p>never ready</p>")

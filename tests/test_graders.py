@@ -94,6 +94,28 @@ def test_an_edition_replaces_an_older_one_whole(tmp_path):
     assert [path.name for path in tmp_path.iterdir()] == ["course"]  # no temporary left
 
 
+def test_without_git_the_course_files_are_found_by_their_folders(tmp_path):
+    """Where git cannot list the files (a copy without .git, no git, a checkout
+    that another user owns: git refuses it as "dubious ownership"), the walk
+    finds the same files, and leaves out what tools and installs leave there."""
+    course = tmp_path / "course"
+    tracked = student_edition.tracked_files(ROOT)
+    for name in tracked:
+        if (ROOT / name).is_file():
+            (course / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(ROOT / name, course / name)
+    for junk in (".venv/lib/site.py", "build/book/index.html", "dezero_mini/__pycache__/core.pyc",
+                 "dezero_mini.egg-info/PKG-INFO", ".cache/matplotlib/fontlist.json",
+                 ".config/chromium/settings.dat", ".ipython/profile_default/history.sqlite",
+                 ".pytest_cache/v/cache/nodeids", ".hypothesis/examples/x"):
+        (course / junk).parent.mkdir(parents=True, exist_ok=True)
+        (course / junk).write_text("not the course's")
+    told = []
+    assert student_edition.tracked_files(course, tell=told.append) == sorted(
+        name for name in tracked if (ROOT / name).is_file())
+    assert len(told) == 1 and told[0]  # why git could not say
+
+
 @pytest.mark.parametrize("argv, message", [
     (["eleven"], "must be the last stage the class has finished"),
     (["-1"], "must be the last stage the class has finished"),

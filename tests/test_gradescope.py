@@ -146,8 +146,6 @@ def test_check_refuses_a_gradescope_path_it_cannot_write(target, message, tmp_pa
 
 
 # --- The zip for Gradescope -----------------------------------------------------------
-@pytest.mark.skipif(shutil.which("git") is None or not (ROOT / ".git").exists(),
-                    reason="the zip is made from the files git tracks")
 def test_the_zip_has_the_scripts_at_its_root_and_the_course(tmp_path):
     weights = tmp_path / "w.toml"
     weights.write_text("new = 3\n")
@@ -164,6 +162,20 @@ def test_the_zip_has_the_scripts_at_its_root_and_the_course(tmp_path):
         assert script in names and modes[script] & 0o111
     assert {"course/pyproject.toml", "course/dezero_mini/contracts/runner.py"} <= names
     assert not any(name.startswith(("course/.venv/", "course/build/")) for name in names)
+
+
+@pytest.mark.parametrize("out, message", [
+    ("{tmp}", "the file name must end in .zip"),
+    ("{tmp}/a.txt", "the file name must end in .zip, got"),
+    ("{tmp}/no/such/folder/a.zip", "does not exist; create it or choose another place"),
+    ("{tmp}/a.zip/", "which makes it the name of a folder"),
+    ("/proc/autograder.zip", "does not accept new files"),
+], ids=["a folder", "another suffix", "a missing folder", "a trailing slash", "/proc"])
+def test_the_zip_refuses_a_target_it_cannot_write_in_one_line(out, message, tmp_path):
+    done = subprocess.run([sys.executable, str(ROOT / "tools" / "gradescope_zip.py"), "--stage", "3",
+                           "--out", out.format(tmp=tmp_path)], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and message in done.stderr and "Traceback" not in done.stderr, done.stderr
+    assert not list(tmp_path.rglob("*.zip*"))
 
 
 def test_the_readme_states_the_stage_03_total_that_check_gives():

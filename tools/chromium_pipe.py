@@ -400,6 +400,7 @@ class Page:
         self._shown: str | None = None   # loader id of the document the tab shows (its main frame's)
         self._own_requests: set[str] = set()  # request ids of the browser's own favicon requests
         self._crashed = False
+        self._opened = "about:blank"  # the last address given to goto
         self.problems: list[str] = []
         self.failed_requests: list[str] = []
         self.closed = False
@@ -471,7 +472,7 @@ class Page:
         """Open ``url`` and wait for the load event (every image, script and style loaded or
         failed) of the document the tab then shows: ``url``'s, or, when ``url`` sends the tab
         on at once (a script's location.replace), the one it was sent to."""
-        self._shown = None
+        self._shown, self._opened = None, url
         result = self._send("Page.navigate", {"url": url}, timeout=timeout, what=f"Chromium to start loading {url}")
         if result.get("errorText"):
             raise BrowserError(f"could not open {url}: {result['errorText']}")
@@ -503,17 +504,16 @@ class Page:
         deadline = time.monotonic() + timeout
         while True:
             self._check_alive(what)
-            timed_out = BrowserTimeout(f"timed out after {timeout:g} s waiting for {what} on {self.url}")
             try:
                 value = self.evaluate(expression, timeout=max(deadline - time.monotonic(), 0.1), what=what)
             except PageError:  # the page is between two documents: its context went away
                 value = None
             except BrowserTimeout:  # a busy page did not answer within the time left: the wait's own
-                raise timed_out from None  # figure, not what was left of it (once: "after 0.280773 s")
+                value, deadline = None, 0  # figure, not what was left of it (once: "after 0.280773 s")
             if value:
                 return value
             if time.monotonic() >= deadline:
-                raise timed_out
+                raise BrowserTimeout(f"timed out after {timeout:g} s waiting for {what} on {self._address()}")
             self._idle(min(every, max(deadline - time.monotonic(), 0)), what)
 
     def _idle(self, seconds: float, what: str) -> None:
@@ -526,6 +526,14 @@ class Page:
     def url(self) -> str:
         """The address the page shows now."""
         return self.evaluate("location.href")
+
+    def _address(self) -> str:
+        """Where the page is, for a message: its address if it answers within a
+        second, else the last address opened (a page stuck in a script answers nothing)."""
+        try:
+            return self.evaluate("location.href", timeout=1)
+        except BrowserError:
+            return self._opened
 
     def type(self, text: str) -> None:
         """Type ``text`` into the focused element, one key down and up per character

@@ -52,6 +52,18 @@ INSTRUCTOR_ONLY = ("tests/", "benchmarks/", ".ci/", "graders/", ".github/")
 #: Never copied when the files are not taken from git.
 NOT_SOURCE = {".git", ".venv", ".venvs", "build", "__pycache__", ".pytest_cache",
               ".hypothesis", "tool-output", "memray-results"}
+#: The hidden folders that hold course files; others (.cache, .config, .ipython:
+#: what tools leave where HOME is the checkout) are not the course's.
+HIDDEN_SOURCE = {".ci"}
+
+
+def _is_source(relative):
+    """Whether the file at ``relative`` (a path below the checkout) is one of
+    the course's, judged by its folders when git cannot say."""
+    *folders, _ = relative.parts
+    return not NOT_SOURCE.intersection(relative.parts) and not any(
+        folder.endswith(".egg-info") or (folder.startswith(".") and folder not in HIDDEN_SOURCE)
+        for folder in folders)
 
 NOTE = """# Student edition: stages 00 to {upto:02d}
 
@@ -70,18 +82,24 @@ Its lesson comes with the next edition, after the stage is graded.
 """
 
 
-def tracked_files(root):
-    """The files of the course: what git tracks in ``root``, or, outside a
-    checkout, every file below it but build products and virtual environments."""
+def tracked_files(root, tell=None):
+    """The files of the course (names relative to ``root``): what git tracks
+    in ``root``, or, where git cannot say (outside a checkout, no git, a
+    checkout that another user owns), every file below it but build products,
+    virtual environments and caches. ``tell(why)`` hears why git could not say."""
     try:
         listed = subprocess.run(["git", "-C", str(root), "ls-files", "-z"], check=True,
                                 capture_output=True).stdout
         return sorted(name for name in listed.decode().split("\0") if name)
-    except (OSError, subprocess.CalledProcessError):
+    except (OSError, subprocess.CalledProcessError) as error:
+        if tell is not None:
+            said = getattr(error, "stderr", None) or b""
+            lines = [line.strip() for line in said.decode(errors="replace").splitlines() if line.strip()]
+            tell(" ".join(lines) if lines else (getattr(error, "strerror", None) or str(error)))
         found = []
         for path in sorted(root.rglob("*")):
             relative = path.relative_to(root)
-            if path.is_file() and not NOT_SOURCE.intersection(relative.parts):
+            if path.is_file() and _is_source(relative):
                 found.append(relative.as_posix())
         return found
 
