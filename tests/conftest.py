@@ -21,6 +21,12 @@ if str(STEPS) not in sys.path:
     # tests and instruments share one module object per stage.
     sys.path.insert(0, str(STEPS))
 
+TOOLS = ROOT / "tools"
+if str(TOOLS) not in sys.path:
+    # The course's tools (check_site, chromium_pipe, student_edition, ...) are
+    # scripts, not a package: their tests import them from here.
+    sys.path.insert(0, str(TOOLS))
+
 STEP_NAMES = sorted(p.stem for p in STEPS.glob("step[0-9][0-9]_*.py"))
 
 

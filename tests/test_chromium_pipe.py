@@ -37,7 +37,6 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
 import check_site  # noqa: E402
 import chromium_pipe  # noqa: E402
 from chromium_pipe import (  # noqa: E402

@@ -3,13 +3,11 @@ empty boxes on a machine without CJK fonts, so the book ships the glyphs its
 pages use (tools/make_cjk_font.py) and its style sheet hands them to the
 browser."""
 import re
-import sys
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
 import make_cjk_font  # noqa: E402  (tools/make_cjk_font.py)
 
 CSS = ROOT / "docs" / "course.css"

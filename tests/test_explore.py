@@ -111,12 +111,9 @@ def test_in_a_live_kernel_the_cell_is_a_widget():
     (jupyter/nbclient#312), although the kernel has long answered."""
     pytest.importorskip("ipywidgets")
     import queue
-    import sys
 
-    from jupyter_client import KernelManager
-
-    sys.path.insert(0, str(ROOT / "tools"))
     import run_notebooks
+    from jupyter_client import KernelManager
 
     manager = KernelManager(kernel_name=run_notebooks.KERNEL_NAME,
                             kernel_spec_manager=run_notebooks._ThisInterpreterKernels())

@@ -27,7 +27,6 @@ import submissions  # tests/submissions.py: a student's stage 03, and stage 02 a
 from dezero_mini.contracts import get_stage, stages
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
 import student_edition  # noqa: E402  (tools/student_edition.py)
 
 WORKFLOW = ROOT / "graders" / "github-actions" / "check-stage.yml"

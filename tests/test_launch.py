@@ -6,14 +6,12 @@ import ast
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
 import build_book  # noqa: E402
 import check_site  # noqa: E402
 import colab_cell  # noqa: E402

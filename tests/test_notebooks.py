@@ -21,7 +21,6 @@ import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
 import notebook_cache  # noqa: E402  (tools/ is not a package)
 import run_notebooks  # noqa: E402
 

@@ -9,7 +9,6 @@ with the reason, where there is none). The checks themselves are first shown
 to fail on small sites made to be wrong.
 """
 import re
-import sys
 import time
 from pathlib import Path
 
@@ -17,7 +16,6 @@ import nbformat
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "tools"))
 import check_site  # noqa: E402  (tools/ is not a package)
 import chromium_pipe  # noqa: E402
 import run_notebooks  # noqa: E402

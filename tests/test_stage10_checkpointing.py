@@ -28,7 +28,6 @@ from dezero_mini.contracts import Stage, contracts_at, get_stage, lineage, names
 from dezero_mini.memory import DeepChain, count_live_objects, grad_array, sqrt_segments, step_peak
 from test_gradients import check_gradients
 
-sys.path.insert(0, str(ROOT / "tools"))
 import build_book  # noqa: E402  (tools/ is not a package)
 
 STEP = "step10_checkpointing"

@@ -231,7 +231,6 @@ def test_run_command_names_the_failing_command():
 
 def _build_book():
     pytest.importorskip("nbconvert")
-    sys.path.insert(0, str(ROOT / "tools"))
     import build_book
 
     return build_book

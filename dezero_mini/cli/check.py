@@ -9,11 +9,11 @@ import sys
 import threading
 from pathlib import Path
 
-from dezero_mini.arguments import known_stage_numbers, output_file, stage_number
+from dezero_mini.arguments import output_file
 from dezero_mini.browser import processes_unavailable
 from dezero_mini.cli.guard import EXIT_NO_VERDICT
-from dezero_mini.cli.options import (add_run_options, add_scoring_options, command_parser,
-                                     stage_options)
+from dezero_mini.cli.options import (add_run_options, add_scoring_options, add_stage_argument,
+                                     command_parser, stage_options)
 from dezero_mini.contracts.runner import check_file
 from dezero_mini.contracts.scoring import Weights, display_points
 from dezero_mini.grading import gradescope
@@ -126,8 +126,7 @@ def add_parser(commands):
         "  %(prog)s 3 step03_weakref_outputs.py --contract live_objects_constant\n"
         "  %(prog)s 5 step05_no_grad.py --json > result.json\n"
         "  %(prog)s 5 step05_no_grad.py --gradescope results/results.json"))
-    parser.add_argument("stage", type=stage_number, metavar="N",
-                        help=f"the stage ({known_stage_numbers()})")
+    add_stage_argument(parser)
     parser.add_argument("file", type=Path, metavar="FILE", help="your stage file")
     parser.add_argument("--json", action="store_true", help=(
         "print the results as JSON (for graders): the file, the stage, status, exit_code, "

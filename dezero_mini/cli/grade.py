@@ -9,9 +9,9 @@ import signal
 import sys
 import time
 
-from dezero_mini.arguments import known_stage_numbers, output_file, positive_int, stage_number
-from dezero_mini.cli.options import (add_run_options, add_scoring_options, command_parser,
-                                     stage_options)
+from dezero_mini.arguments import output_file, positive_int
+from dezero_mini.cli.options import (add_run_options, add_scoring_options, add_stage_argument,
+                                     command_parser, stage_options)
 from dezero_mini.grading import batch
 
 
@@ -59,7 +59,7 @@ def add_parser(commands):
         "examples:\n"
         "  %(prog)s 3 submissions/* --csv grades.csv\n"
         "  %(prog)s 5 alice/ bob/ --jobs 4 --weights weights.toml --csv stage05.csv"))
-    parser.add_argument("stage", type=stage_number, metavar="N", help=f"the stage ({known_stage_numbers()})")
+    add_stage_argument(parser)
     parser.add_argument("submissions", nargs="+", metavar="SUBMISSION",
                         help="a student's stage file, or a folder that holds it")
     parser.add_argument("--csv", type=output_file(), required=True, metavar="PATH",

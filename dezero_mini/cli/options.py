@@ -1,10 +1,10 @@
-"""What the commands' parsers share: how a command's parser is made, and the
-option groups of the commands that run ``check`` (``check``, ``grade``,
-``progress``). The value types of the options are :mod:`dezero_mini.arguments`.
+"""What the commands' parsers share: how a command's parser is made, the
+stage argument, and the option groups of the commands that run ``check``
+(``check``, ``grade``, ``progress``). The value types of the options are :mod:`dezero_mini.arguments`.
 """
 import argparse
 
-from dezero_mini.arguments import at_least_two, seconds, weights_file
+from dezero_mini.arguments import at_least_two, known_stage_numbers, seconds, stage_number, weights_file
 from dezero_mini.contracts.bench import BATCHES
 from dezero_mini.contracts.runner import DEFAULT_TIMEOUT, DEFAULT_TOTAL_TIMEOUT
 from dezero_mini.contracts.scoring import Weights, WeightsError, display_points, select_contracts
@@ -21,6 +21,12 @@ def command_parser(commands, name, summary, description):
     its examples) in the command's own --help."""
     return commands.add_parser(name, help=summary, description=description,
                                formatter_class=HelpFormatter)
+
+
+def add_stage_argument(parser):
+    """The positional N: the stage a command works on (``check``, ``grade``, ``start``)."""
+    parser.add_argument("stage", type=stage_number, metavar="N",
+                        help=f"the stage ({known_stage_numbers()})")
 
 
 def add_scoring_options(parser):

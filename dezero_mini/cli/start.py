@@ -11,8 +11,7 @@ import textwrap
 from pathlib import Path
 
 from dezero_mini import atomic
-from dezero_mini.arguments import known_stage_numbers, stage_number
-from dezero_mini.cli.options import command_parser
+from dezero_mini.cli.options import add_stage_argument, command_parser
 from dezero_mini.contracts import contracts_at, get_stage
 from dezero_mini.memory.stages import stage_path
 
@@ -93,8 +92,7 @@ def add_parser(commands):
         "examples:\n"
         "  %(prog)s 3\n"
         "  %(prog)s 5 ~/course"))
-    parser.add_argument("stage", type=stage_number, metavar="N",
-                        help=f"the stage ({known_stage_numbers()})")
+    add_stage_argument(parser)
     parser.add_argument("dir", type=Path, nargs="?", default=Path("."), metavar="DIR",
                         help="the folder to write into (default: the current folder)")
     parser.set_defaults(run=run_start, parser=parser)

@@ -109,13 +109,13 @@ _CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000  # unshare(2)'s flags
 _PR_CAPBSET_DROP, _CAP_SYS_ADMIN = 24, 21  # prctl(2)'s operation, and the capability
 
 
-def _unshare_function():
-    """``unshare(flags)`` through libc, looked up here in the checker (loading
-    a library in a child between fork and exec could deadlock on a lock that
-    another thread held at the fork), or None where there is none. For root
-    it also drops ``CAP_SYS_ADMIN`` from the bounding set once the namespace
-    is made: without it, the worker (root too after exec) cannot join the
-    machine's network namespace again (``setns``)."""
+def _namespace_calls():
+    """``(unshare, drop_admin)`` through libc, or None where there is none:
+    ``unshare(flags)``, and ``drop_admin()``, which takes ``CAP_SYS_ADMIN``
+    out of the bounding set (root after exec then lacks it, and cannot join
+    the machine's network namespace again with ``setns``). Looked up here in
+    the checker: loading a library in a child between fork and exec could
+    deadlock on a lock that another thread held at the fork."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -125,14 +125,7 @@ def _unshare_function():
         return None
     unshare.argtypes, unshare.restype = [ctypes.c_int], ctypes.c_int
     prctl.restype = ctypes.c_int
-
-    def unshare_for_good(flags):
-        done = unshare(flags)
-        if done == 0 and flags == _CLONE_NEWNET and prctl(_PR_CAPBSET_DROP, _CAP_SYS_ADMIN, 0, 0, 0) != 0:
-            return -1  # it could join the machine's again: try a user namespace, which cannot
-        return done
-
-    return unshare_for_good
+    return unshare, lambda: prctl(_PR_CAPBSET_DROP, _CAP_SYS_ADMIN, 0, 0, 0)
 
 
 def _write_proc(path, text):
@@ -143,21 +136,23 @@ def _write_proc(path, text):
         os.close(fd)
 
 
-def _leave_the_network(unshare, uid, gid):
+def _leave_the_network(calls, uid, gid):
     """Run in the child between fork and exec: move it into a network
     namespace of its own, which has one interface, loopback, and that one
     down, so that no address, remote or local (127.0.0.1), can be reached.
-    Root does it directly; an ordinary user does it in a user namespace of
+    Root does it directly, then drops ``CAP_SYS_ADMIN``; an ordinary user
+    (or a root that cannot drop it) does it in a user namespace of
     its own that maps its user and group to themselves, so that the worker
     stays who it was for its files and its limits (it gains no power outside
     the namespace). Returns whether the network is cut: a kernel that refuses
     both (a container without the capability, user namespaces switched off)
     leaves the worker on the network, as without this."""
-    if unshare is None:
+    if calls is None:  # ``_namespace_calls()``: (unshare, drop_admin)
         return False
-    if unshare(_CLONE_NEWNET) == 0:
+    unshare, drop_admin = calls
+    if unshare(_CLONE_NEWNET) == 0 and drop_admin() == 0:
         return True
-    if unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
+    if unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:  # a namespace that setns cannot leave
         return False
     try:  # without the maps the worker would see itself as nobody (65534)
         _write_proc("/proc/self/setgroups", "deny")  # the kernel asks it before gid_map
@@ -172,7 +167,7 @@ def network_can_be_cut():
     """Whether the checker can cut a worker off the network on this machine,
     as this user: a child is started the way a worker is, and says whether its
     network namespace is another than the checker's."""
-    unshare = _unshare_function()
+    calls = _namespace_calls()
     try:
         mine = os.readlink("/proc/self/ns/net")
     except OSError:
@@ -180,7 +175,7 @@ def network_can_be_cut():
     uid, gid = os.getuid(), os.getgid()
     done = subprocess.run(
         [sys.executable, "-I", "-c", "import os, sys; sys.exit(os.readlink('/proc/self/ns/net') == sys.argv[1])",
-         mine], preexec_fn=lambda: _leave_the_network(unshare, uid, gid), capture_output=True)
+         mine], preexec_fn=lambda: _leave_the_network(calls, uid, gid), capture_output=True)
     return done.returncode == 0
 
 
@@ -340,10 +335,10 @@ def start_worker(module, arguments, *, scratch, limits, pass_fds=()):
     (see the module docstring) and return its ``Popen``: standard input a
     pipe, standard output and error one pipe."""
     processes = _user_task_count() + limits.extra_processes if limits.extra_processes else 0
-    unshare, uid, gid = _unshare_function(), os.getuid(), os.getgid()
+    calls, uid, gid = _namespace_calls(), os.getuid(), os.getgid()
 
     def contain():  # in the child, between fork and exec
-        _leave_the_network(unshare, uid, gid)
+        _leave_the_network(calls, uid, gid)
         _set_limits(limits, processes)
 
     with _lock:
