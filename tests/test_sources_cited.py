@@ -161,3 +161,32 @@ def test_the_pattern_for_a_link_or_its_absence():
     assert not LINK.search("mxnet.io/architecture/note_memory.html")
     assert NO_LINK.search("**Not findable: we found no public address for it.**")
     assert not NO_LINK.search("a post that is not findable")
+
+
+#: Words with which a lesson says that a source it cites cannot be opened.
+CANNOT_BE_OPENED = re.compile(r"unpublished|could not be found|no public copy|a printed book", re.I)
+
+
+def _further_reading_items(path):
+    nb = nbformat.read(path, as_version=4)
+    reading = [c.source for c in nb.cells if c.cell_type == "markdown"][-1].split("## Further reading", 1)[1]
+    items, current = [], None
+    for line in reading.splitlines():
+        if line.startswith("* "):
+            current = [line[2:].strip()]
+            items.append(current)
+        elif current is not None and line.strip():
+            current.append(line.strip())
+    return [" ".join(item) for item in items]
+
+
+@pytest.mark.parametrize("path", sorted(ROOT.glob("notebooks/[0-9][0-9]_*.ipynb")),
+                         ids=lambda p: p.name)
+def test_every_source_a_lesson_cites_can_be_opened_or_the_lesson_says_it_cannot(path):
+    """Each item of a lesson's Further reading gives an address a reader can open, points to
+    the sources chapter, or says that the source cannot be opened (unpublished, not found,
+    a printed book)."""
+    for item in _further_reading_items(path):
+        assert LINK.search(item) or "](../docs/sources.md)" in item or CANNOT_BE_OPENED.search(item), (
+            f"{path.name}, Further reading: {item[:90]!r}... gives no address; link the page, or "
+            "say that it cannot be found online (or is a printed book)")

@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from conftest import load
 from dezero_mini.memory.plans import (PLANNERS, ancestors, block_timeline, branches_network,
                                       chain_network, live_bytes, lower_bound, mlp_network,
+                                      needed_bytes,
                                       naive_total, plan_table, residual_network,
                                       unordered_sharing, written_over)
 from test_gradients import CASES
@@ -250,14 +251,43 @@ def test_one_block_for_everything_is_caught(m):
 
 def test_lower_bound_and_timelines_by_hand(m):
     """x -> tanh -> tanh -> sum: after each node one buffer is alive, except
-    the sum's 0-d result; the bound is one (5, 3) array."""
+    the sum's 0-d result; while the sum runs, it reads the second tanh's
+    (5, 3) result and writes its own 8 bytes, so the bound is 120 + 8."""
     graph = m.trace(lambda x: m.sum(m.tanh(m.tanh(x))), np.ones((5, 3)))
     assert [node.name for node in graph.nodes] == ["tanh", "tanh", "sum"]
     assert list(live_bytes(graph)) == [120, 120, 8]
-    assert lower_bound(graph) == 120 and naive_total(graph) == 248
+    assert list(needed_bytes(graph)) == [120, 120, 128]
+    assert lower_bound(graph) == 128 and naive_total(graph) == 248
     plan = m.plan_memory(graph)
     assert plan.total == 128 and plan.inplace_nodes == [1]
     assert list(block_timeline(plan)) == [120, 120, 128]
+
+
+ACTIVATION = 256 * 32 * 8  # one activation of the lesson's networks: 64 KiB
+
+#: What a node needs while it runs: its inputs and its output at once, unless it
+#: may write over an input that dies there. Each bound was one activation (or 120
+#: bytes) when only the buffers live after each node were counted.
+NEEDED_AT_ONCE = [
+    # a matmul reads its input while it writes its result: two activations
+    ("mlp inference", lambda m: mlp_network(m).trace(m, False), 2 * ACTIVATION),
+    ("mlp4 inference", lambda m: mlp_network(m, hidden_layers=4).trace(m, False), 2 * ACTIVATION),
+    ("chain inference", lambda m: chain_network(m, depth=10).trace(m, False), 2 * ACTIVATION),
+    # tanh writes over its dying input (counted once); the matmul after it needs two
+    ("matmul after tanh", lambda m: m.trace(
+        lambda x: m.sum(m.matmul(m.tanh(x), m.Variable(np.ones((3, 3))))), np.ones((5, 3))), 240),
+    # a sum reads a (5, 3) array while it writes 8 bytes
+    ("sum of tanh", lambda m: m.trace(lambda x: m.sum(m.tanh(x)), np.ones((5, 3))), 128),
+]
+
+
+@pytest.mark.parametrize("make, bound", [case[1:] for case in NEEDED_AT_ONCE],
+                         ids=[case[0] for case in NEEDED_AT_ONCE])
+def test_the_lower_bound_counts_a_node_s_inputs_and_output_together(m, make, bound):
+    graph = make(m)
+    assert lower_bound(graph) == bound
+    assert lower_bound(graph) <= m.plan_memory(graph).total
+    assert lower_bound(graph) <= m.plan_memory(graph, parallel=False).total
 
 
 def test_the_lesson_table_meets_the_published_ratios_where_the_graph_allows(m):

@@ -2,13 +2,19 @@
 
     python tools/student_edition.py N [OUT]      (default OUT: build/student-edition-NN)
 
-A class that has finished stage N gets the course up to stage N and nothing
-beyond it: the step files (``steps/``), the lessons (``notebooks/``), their
-worked solutions (``solutions/``, folded into the book under each exercise)
-and the interactive cells (``dezero_mini/memory/explorations/``) of stages 00
-to N. The later stages' files are the answer keys of the stages still to be
-graded, so they stay on the instructor's machine, and so do the course's own
-tests, benchmarks, CI script and grader folders, which hold every stage.
+A class that has finished stage N gets the stage files of the course up to
+stage N and none beyond it: the step files (``steps/``), the lessons
+(``notebooks/``), their worked solutions (``solutions/``, folded into the book
+under each exercise) and the interactive cells
+(``dezero_mini/memory/explorations/``) of stages 00 to N. The later stages'
+files are the answer keys of the stages still to be graded, so they stay on
+the instructor's machine, and so do the course's own tests, benchmarks, CI
+script and grader folders, which hold every stage. The package
+``dezero_mini`` goes whole, since the lessons, ``start`` and ``check`` import
+it: it is the finished framework, with the fixes of every stage (its
+``core``, ``planning`` and ``checkpointing`` modules), so an edition
+withholds the later stages' files, not their ideas (docs/classroom.md says
+what that means for grading).
 
 What the edition keeps of every stage is what ``start`` and ``check`` need to
 work: each stage's contract module (``dezero_mini/contracts/``: the idea,

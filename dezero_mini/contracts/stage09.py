@@ -108,9 +108,10 @@ def never_shares_between_unordered_nodes(module):
 
 
 @STAGE.contract(hint="""
-    Right after a node runs, every buffer written so far that a later node will
-    read needs a place of its own: no plan can go below that. A plan that does is
-    freeing a buffer before its last reader has run.""")
+    While a node runs, its inputs, its output (unless it writes over an input
+    that dies there) and every buffer written so far that a later node will read
+    each need a place of their own: no plan can go below that. A plan that does
+    is freeing a buffer before its last reader has run.""")
 def never_below_the_lower_bound(module):
     """Every planner setting stays between the lower bound and the naive total, and the default one gives each buffer the bytes it needs."""
     problems = []

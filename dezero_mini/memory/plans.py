@@ -9,8 +9,9 @@ their own, so that they can judge a learner's planner:
   (a chain of ``tanh`` layers), ``branches_network`` (two branches that
   merge) and ``residual_network`` (a value read twice on one path).
 * ``naive_total(graph)``: every buffer that a node writes in an array of
-  its own; ``lower_bound(graph)``: the most bytes that are live at once in
-  the graph's order (no plan of that order can use less).
+  its own; ``lower_bound(graph)``: the most bytes needed at once in the
+  graph's order, a node's inputs and output together (no plan of that order
+  can use less).
 * ``unordered_sharing(plan)``: the pairs of nodes that use one block of
   storage although the graph does not order them (two nodes that could run
   in parallel, which the plan would serialise); ``written_over(plan)``: the
@@ -160,11 +161,30 @@ def live_bytes(graph):
     return live
 
 
+def needed_bytes(graph):
+    """For each step n, the bytes that must exist at once while node n runs:
+    what is live after it (``live_bytes``) and the inputs that it reads for the
+    last time, which it still reads while it writes its output. A node that may
+    write over such an input (``node.inplace``) can put its output there, so
+    that input's place counts once (the smaller of the two)."""
+    lifetimes = _lifetimes(graph)
+    needed = live_bytes(graph)
+    for n, node in enumerate(graph.nodes):
+        dying = {b for b in node.inputs if b in lifetimes and lifetimes[b][1] == n}
+        needed[n] += sum(graph.buffers[b].nbytes for b in dying)
+        overwritable = [graph.buffers[node.inputs[i]].nbytes for i in getattr(node, "inplace", ())
+                        if node.inputs[i] in dying]
+        if overwritable:
+            needed[n] -= min(graph.buffers[node.output].nbytes, max(overwritable))
+    return needed
+
+
 def lower_bound(graph):
-    """The largest set of buffers live at once: right after a step, every
-    buffer written so far and still to be read needs a place of its own, so
-    no plan that runs the nodes in this order can use fewer bytes."""
-    return int(live_bytes(graph).max()) if graph.nodes else 0
+    """The most bytes needed at once (``needed_bytes``): while a node runs, its
+    inputs, its output (unless it writes over an input that dies there) and
+    every buffer written so far and still to be read each need a place of
+    their own, so no plan that runs the nodes in this order can use fewer."""
+    return int(needed_bytes(graph).max()) if graph.nodes else 0
 
 
 def ancestors(graph):
@@ -266,7 +286,7 @@ def table_markdown(table):
 
 def plot_plan_timelines(module, graph, title, *, highlight=None, ax=None):
     """Storage used step by step by each planner of ``PLANNERS``, and the
-    bytes live at each step (the lower bound is its highest point).
+    bytes needed at each step (``needed_bytes``: the lower bound is its highest point).
     highlight: the label of one planner, drawn bold over the others, faint.
     ax: the axes to draw on (default: a figure of its own). Returns the figure."""
     from dezero_mini.memory.plotting import _pyplot
@@ -278,8 +298,8 @@ def plot_plan_timelines(module, graph, title, *, highlight=None, ax=None):
         faint = highlight is not None and label != highlight
         ax.plot(used / KIB, label=f"{label}: {used[-1] / KIB:,.0f} KiB",
                 linewidth=1.0 if faint else (3.0 if highlight else 1.5), alpha=0.4 if faint else 1.0)
-    live = live_bytes(graph)
-    ax.plot(live / KIB, "k:", label=f"live bytes (lower bound {live.max() / KIB:,.0f} KiB)")
+    needed = needed_bytes(graph)
+    ax.plot(needed / KIB, "k:", label=f"needed at once (lower bound {needed.max() / KIB:,.0f} KiB)")
     ax.set_xlabel("node, in the order they run")
     ax.set_ylabel("storage used so far (KiB)")
     ax.set_title(title)
