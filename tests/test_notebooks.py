@@ -112,6 +112,8 @@ PROSE_FIGURES = [
      r"under no_grad\(\): peak [\d.]+ MiB = ([\d.]+) activations", (2.5, 3.5)),
     ("05_no_grad.ipynb", "seven objects, and each of the two intermediate arrays",
      r"watch\(y\) finds (\d+) objects", (7, 7)),
+    ("05_no_grad.ipynb", "intermediate arrays (78 KiB each here)",
+     r"with intermediate arrays of (\d+) KiB", (78, 78)),
     ("08_saved_tensors.ipynb", "the graph holds less than half the bytes of stage 07",
      r"KiB on stage 08, ([\d.]+) times less", (2.0, 3.0)),
     ("08_saved_tensors.ipynb", "on a stack of additions and element-wise functions, about a third",
