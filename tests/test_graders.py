@@ -66,6 +66,17 @@ def test_the_edition_holds_stages_up_to_n_and_nothing_later(edition):
     assert {f"dezero_mini/contracts/stage{stage.number:02d}.py" for stage in stages()} <= files
 
 
+def test_the_lab_chapter_names_what_the_edition_ships_of_the_later_stages(edition):
+    """docs/classroom.md says which modules of the finished framework an edition cannot
+    leave out (they hold the later stages' fixes): each one it names is in the edition."""
+    chapter = (ROOT / "docs" / "classroom.md").read_text()
+    paragraph = chapter.split("What the edition cannot leave out", 1)[1].split("\n\n", 1)[0]
+    named = re.findall(r"`(dezero_mini/[\w/]+\.py)`", paragraph)
+    assert len(named) >= 5, paragraph
+    files = {path.relative_to(edition).as_posix() for path in edition.rglob("*") if path.is_file()}
+    assert [name for name in named if name not in files] == []
+
+
 def test_start_works_in_the_edition_up_to_the_next_stage_only(edition, tmp_path):
     env = dict(os.environ, PYTHONPATH=str(edition))
     env.pop("DEZERO_MINI_STEPS", None)
