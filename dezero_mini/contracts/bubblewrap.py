@@ -20,8 +20,9 @@
   ``throwaway_uid()`` (``setpriv``) before Python starts; as an ordinary
   user, its own uid maps into the user namespace, where it owns nothing of
   the machine's;
-* killed whole: ``--die-with-parent`` and ``--as-pid-1`` make the worker the
-  PID namespace's init, whose death ends every process in it.
+* killed whole: bwrap's init is the PID namespace's pid 1 (the worker is its
+  pid 2), and its death, or bwrap's (``--die-with-parent``), ends every
+  process in the namespace.
 
 ``sandbox_problem()`` says why bubblewrap cannot run here (missing, or a
 kernel that refuses namespaces), or None.
@@ -104,11 +105,12 @@ def sandbox_command(argv, *, readable, uid=None, info_fd=None, tmp_bytes=None, a
     own paths (beyond the system's and Python's: the package, the step files,
     the learner's file). ``uid``: the throwaway uid that root drops to
     (default ``throwaway_uid()``; ignored for an ordinary user). ``info_fd``:
-    a descriptor on which bwrap writes the worker's pid (``child-pid``).
+    a descriptor on which bwrap writes the pid of the namespace's init
+    (``child-pid``).
     ``tmp_bytes``: the size of the private ``/tmp`` (memory, where no cgroup counts it).
     The command needs the descriptors that it names passed on (``pass_fds``)."""
     as_root = os.geteuid() == 0 if as_root is None else as_root
-    command = [bwrap_path() or "bwrap", "--die-with-parent", "--new-session", "--as-pid-1"]
+    command = [bwrap_path() or "bwrap", "--die-with-parent", "--new-session"]
     if as_root:  # root makes the namespaces itself; a user namespace would map the worker to root
         command += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
                     "--unshare-cgroup-try"]

@@ -44,7 +44,7 @@ from dezero_mini.contracts.bench import BATCHES
 from dezero_mini.contracts.channel import Reader, Tampered, new_key
 from dezero_mini.contracts.provenance import imported_names, reference_of
 from dezero_mini.contracts.scoring import Weights, select_contracts
-from dezero_mini.contracts.bubblewrap import sandbox_problem, visible_step_files
+from dezero_mini.contracts import bubblewrap
 from dezero_mini.contracts.sandbox import MIB, Limits, describe_limit, end_worker, start_worker
 from dezero_mini.memory.stages import steps_dir
 
@@ -205,7 +205,7 @@ class _Child:
                 "dezero_mini.contracts.worker",
                 [str(path), str(number), str(batches), str(write_end), str(stack_write), *names],
                 limits=limits, pass_fds=(write_end, stack_write), sandboxed=sandboxed,
-                readable=[str(path), *visible_step_files(number, steps_dir())])
+                readable=[str(path), *bubblewrap.visible_step_files(number, steps_dir())])
         except BaseException:
             os.close(read_end)
             os.close(self.stack_read)
@@ -295,8 +295,11 @@ class _Child:
         """Ask the worker for its stack (SIGUSR1: ``faulthandler`` writes it
         on a pipe of the checker's) and return where the learner's file
         was, or None. Reads for at most a second, at most 100,000 bytes."""
+        pid = self.worker.pid
+        if pid is None:
+            return None
         try:
-            os.kill(self.worker.pid, signal.SIGUSR1)
+            os.kill(pid, signal.SIGUSR1)
         except (ProcessLookupError, PermissionError):
             return None
         deadline, dump, quiet_since = time.monotonic() + 1.0, b"", None
@@ -320,10 +323,11 @@ class _Child:
         """What this worker printed (the part the report keeps)."""
         return self.output.kept[self.output_start:].decode("utf-8", "replace")
 
-    def finish(self):
-        """Kill the worker and every process it started, drain its output;
-        return its exit code (None if unknown)."""
-        code = end_worker(self.worker)
+    def finish(self, grace=0.0):
+        """Kill the worker and every process it started (after ``grace``
+        seconds for it to end on its own), drain its output; return its exit
+        code (None if unknown)."""
+        code = end_worker(self.worker, grace)
         self.memory_killed = self.worker.memory_killed()
         try:
             self._read(0)
@@ -442,7 +446,7 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
     path = path.resolve()
     if _refuse_before_running(report, path, number, allow_reference):
         return report
-    problem = sandbox_problem() if sandbox != "off" else None
+    problem = bubblewrap.sandbox_problem() if sandbox != "off" else None
     if sandbox == "required" and problem:
         report.status, report.message = "error", (
             f"cannot check {path.name} in its sandbox: {problem}; a grader that accepts the "
@@ -494,8 +498,8 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
                     report.status, report.message = "error", (
                         f"tampering detected: the worker sent an event out of order: {event!r}")
                     break
-        finally:
-            code = child.finish()
+        finally:  # a worker that is not stuck ends on its own, and says how
+            code = child.finish(grace=0.0 if timed_out else 1.0)
         if report.status == "error" or not left:
             break
         where = f"; the file was at {location}" if location else ""

@@ -311,33 +311,48 @@ def _reap(pid):
 class Worker:
     """A started worker: ``process`` (the ``Popen`` that this checker
     waits for: bwrap in the sandbox, the worker itself without), ``pid``
-    (the worker's, for SIGUSR1 and its memory), ``sandboxed``, ``cgroup``
-    (a ``MemoryCgroup`` or None) and ``scratch`` (its folder on the machine,
-    without the sandbox; in it, a private /tmp). ``stdin`` and ``stdout``
-    are the process's pipes."""
+    (the worker's, for SIGUSR1), ``sandboxed``, ``cgroup`` (a
+    ``MemoryCgroup`` or None) and ``scratch`` (its folder on the machine,
+    without the sandbox; in it, a private /tmp). In the sandbox, ``root``
+    is the PID namespace's init (bwrap's), whose death ends every process
+    of the namespace, and the worker is the namespace's pid 2. ``stdin``
+    and ``stdout`` are the process's pipes."""
 
     #: Seconds between two searches of /proc for the tree's processes (without a cgroup).
     TREE_EVERY = 1.0
 
-    def __init__(self, process, pid, *, sandboxed, cgroup=None, scratch=None):
-        self.process, self.pid, self.sandboxed = process, pid, sandboxed
+    def __init__(self, process, root, *, sandboxed, cgroup=None, scratch=None):
+        self.process, self.root, self.sandboxed = process, root, sandboxed
         self.cgroup, self.scratch = cgroup, scratch
         self.stdin, self.stdout = process.stdin, process.stdout
-        self._tree, self._tree_read_at = {pid}, 0.0
+        self._pid = None if sandboxed else root
+        self._tree, self._tree_read_at = {root}, 0.0
+
+    @property
+    def pid(self):
+        """The worker's pid as this checker sees it, or None (not yet
+        started, or ended)."""
+        if self._pid is None:
+            for pid in sorted(self.processes(force=True)):
+                if _namespace_pid(pid) == 2:  # bwrap's init forks the command first
+                    self._pid = pid
+                    break
+        return self._pid
 
     def poll(self):
         return self.process.poll()
 
-    def processes(self):
-        """The pids of the worker's tree: the cgroup's, else the worker and
-        its descendants as /proc showed them at most ``TREE_EVERY`` ago."""
+    def processes(self, force=False):
+        """The pids of the worker's tree: the cgroup's, else the tree's root
+        and its descendants as /proc showed them at most ``TREE_EVERY`` ago
+        (``force``: now)."""
         if self.cgroup is not None:
             return self.cgroup.processes()
         now = time.monotonic()
-        if now - self._tree_read_at >= self.TREE_EVERY:
+        if force or now - self._tree_read_at >= self.TREE_EVERY:
             self._tree_read_at = now
             table = _process_table()
-            self._tree = _worker_processes(self.pid, table) if self.pid in table else set()
+            self._tree = _worker_processes(self.root, table) if self.root in table else set()
         return self._tree
 
     def memory(self):
@@ -365,30 +380,37 @@ def resident_bytes(pid):
     return None
 
 
-def _has_ended(pid):
+def _namespace_pid(pid):
+    """The pid that process ``pid`` has in its own PID namespace (the last
+    field of ``NSpid`` in /proc), or None."""
     try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
-    except OSError:
-        return True
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
 
 
-def end_worker(worker):
+def end_worker(worker, grace=0.0):
     """Kill ``worker`` (a ``Worker``) and every process it started, and
     return its exit code (``-signal`` when a signal ended it; None when it
     could not be known). In the sandbox that is killing the PID namespace's
-    init, the worker: the kernel ends every process of the namespace with
-    it. Without, its process group and every descendant found in /proc."""
+    init: the kernel ends every process of the namespace with it; ``grace``:
+    seconds that the worker is given to end on its own first (bwrap then
+    says how it ended). Without the sandbox, its process group and every
+    descendant found in /proc, at once."""
     if not worker.sandboxed:
         code = _end_unsandboxed(worker.process)
     else:
         process = worker.process
-        if process.poll() is None and _has_ended(worker.pid):
-            try:  # the worker ended on its own: bwrap reports how, in a moment
-                process.wait(timeout=1)
+        if grace and process.poll() is None:
+            try:
+                process.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 pass
-        _kill(worker.pid)
+        _kill(worker.root)  # the namespace's init: every process in it dies with it
         try:
             os.killpg(process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
@@ -508,18 +530,19 @@ def _start_sandboxed(worker_argv, limits, pass_fds, readable):
         raise
     finally:
         os.close(info_write)
-    worker = Worker(process, _sandboxed_pid(info_read), sandboxed=True, cgroup=cgroup)
-    if worker.pid is None:  # bwrap failed before it started the worker: what it said is its output
-        worker.pid = process.pid
-    return worker
+    # Without a pid (bwrap failed before it made the namespace; what it said
+    # is the output), the tree's root is bwrap itself.
+    return Worker(process, _namespace_init_pid(info_read) or process.pid, sandboxed=True,
+                  cgroup=cgroup)
 
 
 _cgroup_numbers = itertools.count()
 
 
-def _sandboxed_pid(info_read):
-    """The worker's pid (outside the sandbox), from bwrap's ``--info-fd``
-    (JSON, ``child-pid``), or None when bwrap ended without one."""
+def _namespace_init_pid(info_read):
+    """The pid (outside the sandbox) of the PID namespace's init, from
+    bwrap's ``--info-fd`` (JSON, ``child-pid``), or None when bwrap ended
+    without one."""
     text, deadline = b"", time.monotonic() + SANDBOX_START_TIMEOUT
     try:
         while time.monotonic() < deadline:
