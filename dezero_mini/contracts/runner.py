@@ -449,8 +449,8 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
     problem = bubblewrap.sandbox_problem() if sandbox != "off" else None
     if sandbox == "required" and problem:
         report.status, report.message = "error", (
-            f"cannot check {path.name} in its sandbox: {problem}; a grader that accepts the "
-            "risk passes --allow-unsandboxed")
+            f"cannot check {path.name} in its sandbox: {problem} (a grader who accepts the "
+            "risk grades without it with --sandbox auto)")
         return report
     report.sandboxed = sandbox != "off" and problem is None
     contracts = {contract.name: contract for contract in selected}
