@@ -1,7 +1,12 @@
 """The process sandbox of the checker: start a worker contained, end it whole.
 
 A learner's file runs in a worker process that the checker must be able to
-stop, whatever the file does. ``start_worker`` starts it
+stop, whatever the file does. ``start_worker(..., sandboxed=True)`` starts
+it in bubblewrap's sandbox (``bubblewrap.sandbox_command``: namespaces of
+its own, a read-only file system, a throwaway uid), its whole process tree
+in a memory cgroup where one can be made (``cgroup.MemoryCgroup``), under
+the limits below; ``end_worker`` kills the sandbox's PID namespace. Where
+bubblewrap cannot run, ``start_worker`` starts it
 
 * in Python's isolated mode (``-I``: neither the current folder nor any
   ``PYTHON*`` variable reaches ``sys.path``); the folder that holds the
