@@ -375,3 +375,112 @@ def test_describe_limit_names_the_tree():
         "the file's processes used more than 400 MiB of memory together (the limit of the "
         "whole sandbox)")
     assert describe_limit(Limits(memory_mib=400), -9, "") is None
+
+
+# --- grade: a folder and weights that no submission can reach ---------------------------------
+PLANT_A_PACKAGE_FOR_THE_NEXT_CHECKS = """
+import glob, json, os, tempfile
+_forged = {"status": "passed", "points": 99, "max_points": 99, "passed": 6, "total": 6,
+           "contracts": [], "message": ""}
+for _folder in glob.glob(os.path.join(tempfile.gettempdir(), "dezero_mini_grade_*")) + [os.getcwd()]:
+    try:
+        os.makedirs(os.path.join(_folder, "dezero_mini"), exist_ok=True)
+        with open(os.path.join(_folder, "dezero_mini", "__init__.py"), "w") as _init:
+            _init.write("print(%r)\\nraise SystemExit(0)\\n" % json.dumps(_forged))
+        with open(os.path.join(_folder, "dezero_mini", "__main__.py"), "w") as _main:
+            _main.write("")
+        with open(os.path.join(_folder, "weights.json"), "w") as _weights:
+            _weights.write(json.dumps({"new": 99, "inherited": 99}))
+    except OSError:
+        pass
+"""
+
+
+def test_grade_starts_each_check_where_no_submission_wrote(tmp_path):
+    """Without the sandbox too (``--sandbox off``): a submission plants a
+    ``dezero_mini/`` package and a weights file in every folder of grade's
+    it can find, for the checks after it. Each check starts with ``python -I``
+    from an empty folder of its own and reads its weights on standard input:
+    the next student's row is theirs."""
+    from dezero_mini import cli
+
+    folders = []
+    for student, trick in (("mallory", PLANT_A_PACKAGE_FOR_THE_NEXT_CHECKS), ("alice", "")):
+        folder = tmp_path / student
+        folder.mkdir()
+        (folder / FILE_NAME).write_text(stage02_plus(trick))
+        folders.append(str(folder))
+    weights = tmp_path / "weights.json"
+    weights.write_text(json.dumps({"new": 2, "inherited": 1}))
+    csv_path = tmp_path / "grades.csv"
+    assert cli.main(["grade", "3", *folders, "--csv", str(csv_path), "--batches", "5",
+                     "--jobs", "1", "--sandbox", "off", "--weights", str(weights)]) == 0
+    import csv
+    with open(csv_path) as rows:
+        alice = {row["student"]: row for row in csv.DictReader(rows)}["alice"]
+    assert alice["status"] == "failed" and alice["max_points"] == "9", alice
+
+
+def test_grade_gives_the_weights_on_standard_input_only():
+    from dezero_mini.contracts.scoring import Weights
+    from dezero_mini.grading.batch import Grading
+
+    grading = Grading(number=3, weights=Weights.from_mapping({"new": 5}))
+    argv = grading.check_argv("x.py")
+    assert argv[1] == "-I" and argv[argv.index("--weights") + 1] == "-"
+    assert json.loads(grading.weights_input())["new"] == 5
+
+
+# --- Where the sandbox cannot run ------------------------------------------------------------
+@pytest.fixture
+def no_bwrap(monkeypatch):
+    monkeypatch.setattr(bubblewrap, "sandbox_problem",
+                        lambda: "bubblewrap (bwrap) is not installed (sudo apt-get install bubblewrap)")
+
+
+def test_check_says_so_in_one_line_and_runs_the_file(no_bwrap, tmp_path, capsys):
+    from dezero_mini import cli
+
+    path = tmp_path / FILE_NAME
+    path.write_text(stage02_plus(""))
+    assert cli.main(["check", "3", str(path), "--json", "--batches", "5"]) == 1
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        "dezero_mini check: note: running the file without its sandbox: bubblewrap (bwrap) is "
+        "not installed (sudo apt-get install bubblewrap)"]
+    assert json.loads(out)["sandboxed"] is False
+
+
+def test_grading_refuses_without_the_sandbox_unless_told(no_bwrap, tmp_path, capsys):
+    from dezero_mini import cli
+
+    path = tmp_path / FILE_NAME
+    path.write_text(stage02_plus(""))
+    csv_path = tmp_path / "grades.csv"
+    assert cli.main(["grade", "3", str(path), "--csv", str(csv_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "--sandbox auto" in err and not csv_path.exists()
+    results = tmp_path / "results.json"
+    assert cli.main(["check", "3", str(path), "--gradescope", str(results), "--json"]) == 2
+    assert "cannot check step03_weakref_outputs.py in its sandbox: bubblewrap (bwrap) is not " \
+           "installed" in json.loads(results.read_text())["output"]
+
+
+# --- The command line of the sandbox -----------------------------------------------------------
+def test_the_sandbox_shows_the_learners_file_and_the_earlier_stages_only(tmp_path):
+    learner = tmp_path / "class" / "alice" / FILE_NAME
+    steps = bubblewrap.visible_step_files(4, STEPS)
+    assert [Path(step).name[:6] for step in steps] == ["step01", "step02", "step03"]
+    for as_root in (True, False):
+        command = bubblewrap.sandbox_command(["python"], readable=[str(learner), *steps],
+                                             as_root=as_root)
+        binds = [command[i + 1] for i, word in enumerate(command) if word == "--ro-bind"]
+        assert str(learner) in binds and str(learner.parent) not in binds
+        assert not any("step04" in bind or bind == str(STEPS) for bind in binds)
+        assert "--die-with-parent" in command and command[-1] == "python"
+        if as_root:  # a uid of its own, no capability, before Python starts
+            reuid = next(word for word in command if word.startswith("--reuid="))
+            assert int(reuid.split("=")[1]) >= bubblewrap.THROWAWAY_UID_BASE
+            assert "--bounding-set=-all" in command
+        else:
+            assert "--unshare-all" in command
