@@ -484,3 +484,70 @@ def test_the_sandbox_shows_the_learners_file_and_the_earlier_stages_only(tmp_pat
             assert "--bounding-set=-all" in command
         else:
             assert "--unshare-all" in command
+
+
+# --- The stack dump: a pipe, not a file the submission could replace --------------------------
+FIFO_THEN_LOOP = """
+import os
+for _name in (".checker_stack.txt", "stack.txt"):  # where a dump file was once, and might be
+    try:
+        os.mkfifo(_name)
+    except OSError:
+        pass
+while True:  # HANG HERE
+    pass
+"""
+
+
+@pytest.mark.parametrize("mode", ["required", "off"])
+def test_a_fifo_where_the_stack_dump_was_does_not_hang_the_check(mode, tmp_path):
+    """The worker's stack comes back on a pipe of the checker's: a FIFO in
+    the worker's folder, which once stood in for the dump file and hung the
+    check, is read by nobody; the check ends at its limit and says where."""
+    if mode == "required" and bubblewrap.sandbox_problem():
+        pytest.skip(f"no sandbox here: {bubblewrap.sandbox_problem()}")
+    path = tmp_path / FILE_NAME
+    path.write_text(stage02_plus(FIFO_THEN_LOOP))
+    outcome = run_check(path, mode, "--total-timeout", "8", timeout=90)
+    assert outcome is not None
+    report = json.loads(outcome[1])
+    assert "importing it took longer than 8 s" in report["message"], report
+    assert "step03_weakref_outputs.py line" in report["message"], report
+
+
+# --- The memory of the tree, read by the checker ---------------------------------------------
+def memory_in_a_child(folder):
+    """The stage-03 reference, plus a child process forked at the first
+    backward that fills 200 MiB: the worker's own memory and its traced
+    bytes stay flat; the tree's grows."""
+    text = next(STEPS.glob("step03_*.py")).read_text()
+    text = text.replace("import weakref\n", "import os as _os, time as _time\nimport weakref\n"
+                        "_FORKED = []\n", 1)
+    return re.sub(r"^(    def backward\(self.*\):\n)",
+                  "\\1        if not _FORKED:\n"
+                  "            _FORKED.append(_os.fork())\n"
+                  "            if _FORKED[0] == 0:\n"
+                  "                _block = bytearray(200 << 20)\n"
+                  "                for _i in range(0, len(_block), 4096):\n"
+                  "                    _block[_i] = 1\n"
+                  "                _time.sleep(120)\n"
+                  "                _os._exit(0)\n",
+                  text, count=1, flags=re.MULTILINE)
+
+
+@pytest.mark.parametrize("reading", ["the tree", "the worker alone"])
+def test_the_memory_cross_check_reads_the_whole_tree(reading, tmp_path, monkeypatch):
+    from dezero_mini.contracts import sandbox
+
+    if reading == "the worker alone":  # as the checker read it before: one process
+        monkeypatch.setattr(sandbox.Worker, "memory",
+                            lambda self: sandbox.resident_bytes(self.pid) if self.pid else None)
+    path = tmp_path / FILE_NAME
+    path.write_text(memory_in_a_child(tmp_path))
+    report = check_file(3, path, batches=20, names=["traced_bytes_flat"])
+    (result,) = report.results
+    if reading == "the worker alone":
+        assert result.passed, result
+        return
+    assert not result.passed and result.error == "contradiction", result
+    assert re.search(r"while its RSS grew (\d+) MiB", result.measured), result.measured
