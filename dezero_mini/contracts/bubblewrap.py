@@ -58,6 +58,17 @@ def bwrap_path():
     return shutil.which("bwrap") or (os.access("/usr/bin/bwrap", os.X_OK) and "/usr/bin/bwrap") or None
 
 
+@functools.lru_cache(maxsize=None)
+def _bwrap_help():
+    """What ``bwrap --help`` prints (its options differ between versions)."""
+    try:
+        done = subprocess.run([bwrap_path() or "bwrap", "--help"], capture_output=True, text=True,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout + done.stderr
+
+
 def setpriv_path():
     return shutil.which("setpriv") or (os.access("/usr/bin/setpriv", os.X_OK) and "/usr/bin/setpriv") or None
 
@@ -114,8 +125,11 @@ def sandbox_command(argv, *, readable, uid=None, info_fd=None, tmp_bytes=None, a
     if as_root:  # root makes the namespaces itself; a user namespace would map the worker to root
         command += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
                     "--unshare-cgroup-try"]
-    else:
-        command += ["--unshare-all", "--disable-userns"]
+    else:  # (a nested user namespace could remount what the worker sees: refused where bwrap can)
+        command += ["--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-net",
+                    "--unshare-uts", "--unshare-cgroup-try"]
+        if "--disable-userns" in _bwrap_help():
+            command.append("--disable-userns")
     for folder in SYSTEM_FOLDERS:
         if os.path.islink(folder):
             command += ["--symlink", os.readlink(folder), folder]
