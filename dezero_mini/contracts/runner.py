@@ -1,9 +1,10 @@
 """Run a stage's contracts on a learner's file, safely: ``check_file``.
 
 The learner's code runs in a contained child process
-(``dezero_mini.contracts.worker``, started by ``sandbox.start_worker``:
-isolated, in a scratch folder, with a whitelisted environment and resource
-limits, killed whole with its descendants), so that a file that raises,
+(``dezero_mini.contracts.worker``, started by ``sandbox.start_worker``: in
+bubblewrap's sandbox where it can run, see ``bubblewrap``; isolated, in a
+scratch folder, with a whitelisted environment and resource limits, killed
+whole with its descendants), so that a file that raises,
 loops forever, exits, forks or prints without end cannot take the checker
 down nor outlive it:
 
@@ -23,9 +24,10 @@ And so that a file cannot make the report say what it did not measure:
 * results come on a channel of their own, each line signed with a secret of
   the run (``channel``): an unsigned or out-of-order line is tampering, as
   is a change to the instruments the worker sealed;
-* a flat-memory pass is held against the worker's RSS, which the parent
-  reads from /proc; the files of the installation are compared before and
-  after the check.
+* a flat-memory pass is held against the memory of the worker's whole
+  process tree, which the parent reads from its cgroup or /proc; the files
+  of the installation are compared before and after the check (in the
+  sandbox they are read-only).
 """
 import json
 import os

@@ -344,9 +344,6 @@ class Worker:
                     break
         return self._pid
 
-    def poll(self):
-        return self.process.poll()
-
     def processes(self, force=False):
         """The pids of the worker's tree: the cgroup's, else the tree's root
         and its descendants as /proc showed them at most ``TREE_EVERY`` ago
