@@ -500,8 +500,8 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
                     report.status, report.message = "error", (
                         f"tampering detected: the worker sent an event out of order: {event!r}")
                     break
-        finally:  # a worker that is not stuck ends on its own, and says how
-            code = child.finish(grace=0.0 if timed_out else 1.0)
+        finally:  # a worker that closed its channel is ending: bwrap then says how
+            code = child.finish(grace=0.0 if child.channel_open else 1.0)
         if report.status == "error" or not left:
             break
         where = f"; the file was at {location}" if location else ""
