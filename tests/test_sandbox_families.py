@@ -483,7 +483,7 @@ def test_the_sandbox_shows_the_learners_file_and_the_earlier_stages_only(tmp_pat
             assert int(reuid.split("=")[1]) >= bubblewrap.THROWAWAY_UID_BASE
             assert "--bounding-set=-all" in command
         else:
-            assert "--unshare-all" in command
+            assert "--unshare-user" in command and "--unshare-pid" in command
 
 
 # --- The stack dump: a pipe, not a file the submission could replace --------------------------
