@@ -161,7 +161,8 @@ HOSTILE = [
             r"gc\.unfreeze\(\)"),
     Hostile("prints_fake_protocol_lines", stage02_plus(FAKE_PROTOCOL), 2,
             r"tampering detected: the result channel received a line that is not the checker's"),
-    Hostile("reads_GRADER_TOKEN", stage02_plus(READ_TOKEN), 1, r"token: None home: (/tmp|/\S*dezero_mini_check_)"),
+    Hostile("reads_GRADER_TOKEN", stage02_plus(READ_TOKEN), 1,
+            r"token: None home: (/tmp|/\S*dezero_mini_check_)"),
     Hostile("allocates_2_5_GiB", stage02_plus(ALLOCATE_2_GIB), 2,
             rf"cannot load {FILE_NAME}: .*MemoryError.*the file used more than "
             rf"{Limits().memory_mib} MiB of memory"),

@@ -19,7 +19,6 @@ import socket
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -382,7 +381,8 @@ PLANT_A_PACKAGE_FOR_THE_NEXT_CHECKS = """
 import glob, json, os, tempfile
 _forged = {"status": "passed", "points": 99, "max_points": 99, "passed": 6, "total": 6,
            "contracts": [], "message": ""}
-for _folder in glob.glob(os.path.join(tempfile.gettempdir(), "dezero_mini_grade_*")) + [os.getcwd()]:
+_folders = glob.glob(os.path.join(tempfile.gettempdir(), "dezero_mini_grade_*"))
+for _folder in _folders + [os.getcwd()]:
     try:
         os.makedirs(os.path.join(_folder, "dezero_mini"), exist_ok=True)
         with open(os.path.join(_folder, "dezero_mini", "__init__.py"), "w") as _init:
@@ -434,8 +434,8 @@ def test_grade_gives_the_weights_on_standard_input_only():
 # --- Where the sandbox cannot run ------------------------------------------------------------
 @pytest.fixture
 def no_bwrap(monkeypatch):
-    monkeypatch.setattr(bubblewrap, "sandbox_problem",
-                        lambda: "bubblewrap (bwrap) is not installed (sudo apt-get install bubblewrap)")
+    missing = "bubblewrap (bwrap) is not installed (sudo apt-get install bubblewrap)"
+    monkeypatch.setattr(bubblewrap, "sandbox_problem", lambda: missing)
 
 
 def test_check_says_so_in_one_line_and_runs_the_file(no_bwrap, tmp_path, capsys):

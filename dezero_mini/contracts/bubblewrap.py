@@ -53,9 +53,15 @@ ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime")
 SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 
 
+def _program(name):
+    """The program ``name`` on PATH or in /usr/bin, or None."""
+    fallback = f"/usr/bin/{name}"
+    return shutil.which(name) or (fallback if os.access(fallback, os.X_OK) else None)
+
+
 def bwrap_path():
-    """The ``bwrap`` program on PATH (or in /usr/bin), or None."""
-    return shutil.which("bwrap") or (os.access("/usr/bin/bwrap", os.X_OK) and "/usr/bin/bwrap") or None
+    """The ``bwrap`` program, or None."""
+    return _program("bwrap")
 
 
 @functools.lru_cache(maxsize=None)
@@ -70,13 +76,15 @@ def _bwrap_help():
 
 
 def setpriv_path():
-    return shutil.which("setpriv") or (os.access("/usr/bin/setpriv", os.X_OK) and "/usr/bin/setpriv") or None
+    """util-linux's ``setpriv``, which drops root's rights in the sandbox, or None."""
+    return _program("setpriv")
 
 
 def throwaway_uid():
     """A uid that no file and no process of the machine has: the base, the
     checker's pid and a count of its workers (one runs at a time)."""
-    return THROWAWAY_UID_BASE + ((os.getpid() << 4) | (next(_worker_numbers) & 15)) % (1 << (_PID_BITS + 4))
+    worker = (os.getpid() << 4) | (next(_worker_numbers) & 15)
+    return THROWAWAY_UID_BASE + worker % (1 << (_PID_BITS + 4))
 
 
 def python_folders():
@@ -84,7 +92,8 @@ def python_folders():
     environment, and the folder of the real executable."""
     folders = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
                str(Path(sys.executable).resolve().parent.parent)}
-    return sorted({str(Path(folder).resolve()) for folder in folders if folder})
+    resolved = {str(Path(folder).resolve()) for folder in folders if folder}
+    return sorted(resolved - {"/"})  # (a Python in /bin would otherwise show the whole machine)
 
 
 def visible_step_files(stage, steps_folder):
@@ -184,5 +193,6 @@ def sandbox_problem():
         return f"bwrap could not be started ({error})"
     if done.returncode != 0:
         said = " ".join(done.stderr.decode("utf-8", "replace").split())[:200]
-        return f"the kernel refuses bwrap's namespaces here ({said or f'exit code {done.returncode}'})"
+        said = said or f"exit code {done.returncode}"
+        return f"the kernel refuses bwrap's namespaces here ({said})"
     return None
