@@ -31,7 +31,7 @@ PARALLEL = -n $(JOBS) --dist loadgroup --no-loadscope-reorder
 SOAK_BATCHES ?= 10000
 
 .DEFAULT_GOAL := help
-.PHONY: help venv dot chromium book test test-quick test-deep lab lite test-pythons notebooks gradescope-zip student-edition test-graders test-torch clean distclean
+.PHONY: help venv dot chromium bwrap book test test-quick test-deep lab lite test-pythons notebooks gradescope-zip student-edition test-graders test-torch clean distclean
 
 help:
 	@echo "make book        set up .venv with the book's tools, execute the notebooks, build the book (build/book/html)"
@@ -50,6 +50,7 @@ help:
 	@echo "make venv        only create/update the virtual environment .venv"
 	@echo "make dot         only check for Graphviz's 'dot' (installing it where possible)"
 	@echo "make chromium    only check for Chromium, which the site test opens the book in (installing it where possible)"
+	@echo "make bwrap       only check for bubblewrap, the checker's sandbox (installing it where possible)"
 	@echo "make gradescope-zip STAGE=N [WEIGHTS=file]  the autograder zip of stage N for Gradescope (build/gradescope)"
 	@echo "make clean       remove build/"
 	@echo "make distclean   remove build/ and .venv/"
@@ -135,12 +136,29 @@ chromium:
 	echo "make: no Chromium, so the site test will skip its browser checks. To run them:" >&2; \
 	echo "      sudo apt-get install chromium   (or set DEZERO_MINI_CHROMIUM to a Chromium or Chrome)" >&2
 
+# bubblewrap (bwrap): `check`, `grade` and the Gradescope autograder run each submission
+# in its sandbox (docs/classroom.md says what it isolates). Installed here when that
+# needs no questions (root with apt-get); where it cannot be, make goes on: `check`
+# then says in one line that it runs without it, `grade` refuses until it is there
+# (or is told --sandbox auto), and the sandbox's tests are skipped with the reason.
+bwrap:
+	@if [ "$$(uname -s)" != Linux ] || command -v bwrap >/dev/null 2>&1; then exit 0; fi; \
+	if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
+	  echo "bubblewrap is missing: installing the bubblewrap package with apt-get (the checker's sandbox)"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -q || echo "make: apt-get update failed; trying the install anyway" >&2; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q bubblewrap || \
+	    echo "make: apt-get could not install bubblewrap; check runs submissions without its sandbox" >&2; \
+	  exit 0; \
+	fi; \
+	echo "make: no bubblewrap, so check runs submissions without its sandbox and grade refuses. To have it:" >&2; \
+	echo "      sudo apt-get install bubblewrap   (sudo dnf install bubblewrap on Fedora)" >&2
+
 # Each notebook's run is kept in build/executed/ and reused, after checks, by the
 # other command (tools/notebook_cache.py): `make test` then `make book` runs each once.
 book: dot $(BOOK_STAMP)
 	$(VPY) tools/build_book.py
 
-test: dot chromium $(TEST_STAMP)
+test: dot chromium bwrap $(TEST_STAMP)
 	$(VPY) -m pytest $(PARALLEL) $(PYTEST_ARGS)
 
 # The edit-test loop: no notebook, no browser, no whole-training measurement, no
@@ -151,7 +169,7 @@ test-quick: $(TEST_STAMP)
 # The long runs: every notebook executed again (no kept run reused), the property
 # tests with 10 times their examples, then the soak. The differential test against
 # PyTorch is part of the suite and runs when PyTorch is installed in .venv.
-test-deep: dot chromium $(TEST_STAMP)
+test-deep: dot chromium bwrap $(TEST_STAMP)
 	DEZERO_MINI_FRESH_NOTEBOOKS=1 $(VPY) -m pytest $(PARALLEL) --hypothesis-profile=deep $(PYTEST_ARGS)
 	$(VPY) benchmarks/soak.py --batches $(SOAK_BATCHES)
 
@@ -194,7 +212,7 @@ notebooks: dot $(BOOK_STAMP)
 	$(VPY) tools/run_notebooks.py
 
 # The zip for Gradescope's autograder: graders/gradescope/ and the course (see its README).
-gradescope-zip: $(BOOK_STAMP)
+gradescope-zip: bwrap $(BOOK_STAMP)
 	@test -n "$(STAGE)" || { echo "make gradescope-zip: give the stage, e.g. make gradescope-zip STAGE=3" >&2; exit 2; }
 	$(VPY) tools/gradescope_zip.py --stage "$(STAGE)" $(if $(WEIGHTS),--weights "$(WEIGHTS)")
 

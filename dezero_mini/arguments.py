@@ -122,8 +122,11 @@ def one_stage(text):
 
 
 def weights_file(text):
-    """A weights file (``scoring.Weights``), read and checked."""
+    """A weights file (``scoring.Weights``), read and checked; ``-``: JSON on
+    standard input (how ``grade`` gives each check the weights it read once)."""
     try:
+        if text == "-":
+            return Weights.from_standard_input()
         return Weights.from_file(text)
     except WeightsError as error:
         raise argparse.ArgumentTypeError(str(error)) from None
@@ -142,3 +145,16 @@ def output_file(*suffixes):
         return Path(text)
 
     return convert
+
+
+# --- The sandbox -----------------------------------------------------------------------
+def add_sandbox_option(parser, default, grading):
+    """--sandbox: whether the learner's code runs in bubblewrap's sandbox
+    (``check``, ``grade``, the Gradescope autograder)."""
+    parser.add_argument("--sandbox", choices=("auto", "required", "off"), default=default, help=(
+        "run the file in bubblewrap's sandbox (no view of the machine's processes, files, "
+        "network or other submissions): 'auto' where it can run, saying in one line when it "
+        "cannot; 'required' refuses to grade without it; 'off' never uses it"
+        + (" (default: required, as grading should; 'auto' grades unsandboxed where "
+           "bubblewrap cannot run)" if grading else
+           " (default: auto; required with --gradescope)")))

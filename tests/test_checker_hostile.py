@@ -27,6 +27,7 @@ from conftest import ROOT, STEPS
 from dezero_mini import cli
 from dezero_mini.contracts import contracts_at, names_needed_at
 from dezero_mini.contracts.runner import check_file
+from dezero_mini.contracts import bubblewrap as sandbox_tool
 from dezero_mini.contracts import sandbox
 from dezero_mini.contracts.sandbox import Limits
 
@@ -160,7 +161,8 @@ HOSTILE = [
             r"gc\.unfreeze\(\)"),
     Hostile("prints_fake_protocol_lines", stage02_plus(FAKE_PROTOCOL), 2,
             r"tampering detected: the result channel received a line that is not the checker's"),
-    Hostile("reads_GRADER_TOKEN", stage02_plus(READ_TOKEN), 1, r"token: None home: /\S*dezero_mini_check_"),
+    Hostile("reads_GRADER_TOKEN", stage02_plus(READ_TOKEN), 1,
+            r"token: None home: (/tmp|/\S*dezero_mini_check_)"),
     Hostile("allocates_2_5_GiB", stage02_plus(ALLOCATE_2_GIB), 2,
             rf"cannot load {FILE_NAME}: .*MemoryError.*the file used more than "
             rf"{Limits().memory_mib} MiB of memory"),
@@ -174,9 +176,11 @@ HOSTILE = [
     Hostile("only_imports_from_dezero_mini", lambda folder: IMPORT_FROM_PACKAGE, 2,
             rf"{FILE_NAME} does not define Variable, .* itself \(Variable: it imports "
             r"dezero_mini\.Variable\)"),
+    # In the sandbox stage 03's reference is out of sight; without, it is refused as borrowed.
     Hostile("load_stage_3_into_globals", stage02_plus(LOAD_STAGE_3), 2,
-            rf"{FILE_NAME} does not define Variable, .* itself \(Variable: the class comes from "
-            r"\S*steps/step03_weakref_outputs\.py\)"),
+            rf"({FILE_NAME} does not define Variable, .* itself \(Variable: the class comes from "
+            r"\S*steps/step03_weakref_outputs\.py\)|cannot load .*unknown stage 3; valid stages: "
+            r"1 / 'leaking_graph', 2 / 'cycles', or)"),
     Hostile("the_reference_verbatim", reference_under_a_header, 2,
             rf"{FILE_NAME} is the course's own step03_weakref_outputs\.py"),
     Hostile("hides_memory_from_tracemalloc", hidden_memory, 1,
@@ -235,7 +239,7 @@ def test_the_environment_is_reduced_to_the_whitelist(tmp_path, capsys, monkeypat
     _, report, _ = run_check(capsys, path, ("--batches", "5"))
     names = eval(re.search(r"environment: (\[.*?\])", report["output"]).group(1))
     assert set(names) <= {"PATH", "LANG", "LANGUAGE", "TZ", "HOME", "TMPDIR", "DEZERO_MINI_STEPS",
-                          "LC_CTYPE"} | {n for n in names if n.startswith("LC_")}
+                          "LC_CTYPE", "PWD"} | {n for n in names if n.startswith("LC_")}
 
 
 REACH_A_SERVER = """
@@ -361,19 +365,53 @@ def test_modules_other_than_the_package_beside_the_file_change_nothing_with_pyth
 
 
 # --- Processes that would outlive the check -------------------------------------------------
+@pytest.fixture
+def unsandboxed(monkeypatch):
+    """Run the checks as if bubblewrap could not run here (the contained
+    worker of a machine without it)."""
+    monkeypatch.setattr(sandbox_tool, "sandbox_problem", lambda: "switched off by the test")
+
+
+@pytest.fixture(params=["sandboxed", "unsandboxed"])
+def either_way(request):
+    """Each defence that holds with and without the sandbox, tried both ways."""
+    if request.param == "unsandboxed":
+        request.getfixturevalue("unsandboxed")
+    elif sandbox_tool.sandbox_problem():
+        pytest.skip(f"no sandbox here: {sandbox_tool.sandbox_problem()}")
+    return request.param
+
+
 ESCAPING_GRANDCHILD = """
 import os, time
 if os.fork() == 0:             # a child ...
     os.setsid()                # ... in a session of its own, out of the worker's group,
     if os.fork() == 0:         # whose child is orphaned at once
-        with open({pid_file!r}, "w") as _file:
+        with open("grandchild.pid", "w") as _file:
             _file.write(str(os.getpid()))
         while True:
             time.sleep(0.05)
     os._exit(0)
-while not os.path.exists({pid_file!r}):
+while not os.path.exists("grandchild.pid"):
     time.sleep(0.01)
+print("the grandchild runs")
 """
+
+
+def processes_of(path):
+    """The pids of the processes whose command line names ``path`` (a
+    worker of its check, and whatever the worker forked), as /proc shows
+    them, zombies left out."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                    if str(path).encode() in cmdline.read() and _alive(int(entry)):
+                        found.append(int(entry))
+            except OSError:
+                pass
+    return found
 
 
 def _alive(pid):
@@ -385,20 +423,16 @@ def _alive(pid):
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc and subreapers: Linux")
-def test_a_grandchild_that_leaves_the_group_dies_with_the_check(tmp_path, capsys):
-    pid_file = tmp_path / "grandchild.pid"
+def test_a_grandchild_that_leaves_the_group_dies_with_the_check(either_way, tmp_path, capsys):
     path = tmp_path / FILE_NAME
-    path.write_text(stage02_plus(ESCAPING_GRANDCHILD.format(pid_file=str(pid_file)))(tmp_path))
+    path.write_text(stage02_plus(ESCAPING_GRANDCHILD)(tmp_path))
     code, report, _ = run_check(capsys, path, ("--batches", "5"))
-    assert code == 1, report_text(report)
-    grandchild = int(pid_file.read_text())
-    assert not _alive(grandchild)
+    assert code == 1 and "the grandchild runs" in report["output"], report_text(report)
+    assert processes_of(path) == []
 
 
-WRITES_ITS_PID_THEN_LOOPS = """
-import os
-with open({pid_file!r}, "w") as _file:
-    _file.write(str(os.getpid()))
+LOOPS_AT_THE_TOP = """
+print("looping", flush=True)
 while True:
     pass
 """
@@ -407,27 +441,48 @@ while True:
 @pytest.mark.parametrize("signum, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130),
                                           (signal.SIGHUP, 129)])
 def test_a_stop_signal_kills_the_worker_and_says_so(signum, code, tmp_path):
-    pid_file = tmp_path / "worker.pid"
     path = tmp_path / FILE_NAME
-    path.write_text(stage02_plus(WRITES_ITS_PID_THEN_LOOPS.format(pid_file=str(pid_file)))(tmp_path))
+    path.write_text(stage02_plus(LOOPS_AT_THE_TOP)(tmp_path))
     check = subprocess.Popen([sys.executable, "-m", "dezero_mini", "check", "3", str(path)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 120
-    while not (pid_file.exists() and pid_file.read_text()) and time.monotonic() < deadline:
+    deadline, workers = time.monotonic() + 120, []
+    while not workers and time.monotonic() < deadline:
         time.sleep(0.05)
-    worker = int(pid_file.read_text())
+        workers = [pid for pid in processes_of(path) if pid != check.pid]
+    assert workers
+    time.sleep(0.5)  # (the worker loads the file)
     check.send_signal(signum)
     out, err = check.communicate(timeout=30)
     assert check.returncode == code, err
-    assert err.strip() == (f"dezero_mini check: stopped by {signal.Signals(signum).name}: the "
-                           "worker and its processes were killed; no result")
-    assert not _alive(worker)
+    assert err.strip().splitlines()[-1] == (
+        f"dezero_mini check: stopped by {signal.Signals(signum).name}: the worker and its "
+        "processes were killed; no result")
+    assert not any(_alive(pid) for pid in workers)
 
 
 # --- The installation ------------------------------------------------------------------------
-def test_a_submission_that_changes_the_installation_is_reported(tmp_path, capsys, monkeypatch):
+def test_a_submission_that_changes_the_installation_is_reported(unsandboxed, tmp_path, capsys,
+                                                               monkeypatch):
     """A copy of steps/ stands in for the installation: the file touches one
-    of its files (a later check would run a changed course)."""
+    of its files (a later check would run a changed course). Without the
+    sandbox the change is found afterwards."""
+    code, report = _touch_the_installation(tmp_path, capsys, monkeypatch)
+    assert code == 2 and report["status"] == "error"
+    assert re.search(r"tampering detected: the check changed the grading installation: "
+                     r"\S*step01_leaking_graph\.py", report["message"]), report["message"]
+
+
+def test_the_sandbox_keeps_the_installation_read_only(tmp_path, capsys, monkeypatch):
+    """In the sandbox the same write is refused: the file cannot load."""
+    if sandbox_tool.sandbox_problem():
+        pytest.skip(f"no sandbox here: {sandbox_tool.sandbox_problem()}")
+    before = (STEPS / "step01_leaking_graph.py").read_text()
+    code, report = _touch_the_installation(tmp_path, capsys, monkeypatch)
+    assert code == 2 and re.search("Read-only file system|Permission denied", report["message"])
+    assert (tmp_path / "steps" / "step01_leaking_graph.py").read_text() == before
+
+
+def _touch_the_installation(tmp_path, capsys, monkeypatch):
     steps = tmp_path / "steps"
     shutil.copytree(STEPS, steps)
     monkeypatch.setenv("DEZERO_MINI_STEPS", str(steps))
@@ -437,9 +492,7 @@ def test_a_submission_that_changes_the_installation_is_reported(tmp_path, capsys
         "import os\nwith open(os.path.join(os.environ['DEZERO_MINI_STEPS'], "
         "'step01_leaking_graph.py'), 'a') as _f:\n    _f.write('# pass everything\\n')\n")(tmp_path))
     code, report, _ = run_check(capsys, path, ("--batches", "5"))
-    assert code == 2 and report["status"] == "error"
-    assert re.search(r"tampering detected: the check changed the grading installation: "
-                     r"\S*step01_leaking_graph\.py", report["message"]), report["message"]
+    return code, report
 
 
 # --- What a determined submission can still do ------------------------------------------------
@@ -462,7 +515,7 @@ exec(compile(stage_path(3).read_text(), __file__, "exec"))
 
 @pytest.mark.parametrize("trick", [FORGE_WITH_THE_WORKERS_OWN_KEY, EXEC_THE_REFERENCE_AS_ITS_OWN],
                          ids=["forges_with_the_workers_key", "runs_the_reference_as_its_own_code"])
-def test_full_python_in_the_worker_can_still_forge_a_pass(trick, tmp_path, capsys):
+def test_full_python_in_the_worker_can_still_forge_a_pass(trick, unsandboxed, tmp_path, capsys):
     """The limits of tamper evidence in one process (the lab chapter says so):
     the secret is in the worker's memory, and the learner's code runs there;
     code compiled under the file's own name passes for the file's. If this
@@ -471,6 +524,17 @@ def test_full_python_in_the_worker_can_still_forge_a_pass(trick, tmp_path, capsy
     path.write_text(stage02_plus(trick)(tmp_path))
     code, report, _ = run_check(capsys, path, ("--batches", "5"))
     assert code == 0 and report["passed"] == len(contracts_at(3))
+
+
+def test_in_the_sandbox_the_stage_reference_is_out_of_sight(tmp_path, capsys):
+    """The sandbox shows the step files of the earlier stages only: the
+    reference of the stage graded cannot be run as the file's own."""
+    if sandbox_tool.sandbox_problem():
+        pytest.skip(f"no sandbox here: {sandbox_tool.sandbox_problem()}")
+    path = tmp_path / FILE_NAME
+    path.write_text(stage02_plus(EXEC_THE_REFERENCE_AS_ITS_OWN)(tmp_path))
+    code, report, _ = run_check(capsys, path, ("--batches", "5"))
+    assert code == 2 and "unknown stage 3" in report["message"], report["message"]
 
 
 def test_the_lab_chapter_states_the_checkers_defaults():

@@ -12,8 +12,9 @@ from pathlib import Path
 from dezero_mini.arguments import output_file
 from dezero_mini.browser import processes_unavailable
 from dezero_mini.cli.guard import EXIT_NO_VERDICT
-from dezero_mini.cli.options import (add_run_options, add_scoring_options, add_stage_argument,
-                                     command_parser, stage_options)
+from dezero_mini.cli.options import (add_run_options, add_sandbox_option, add_scoring_options,
+                                     add_stage_argument, command_parser, sandbox_note,
+                                     stage_options)
 from dezero_mini.contracts.runner import check_file
 from dezero_mini.contracts.scoring import Weights, display_points
 from dezero_mini.grading import gradescope
@@ -74,13 +75,18 @@ def run_check(args):
               "then dezero_mini check N FILE).", file=sys.stderr)
         return 2
     names, weights = stage_options(args)
+    mode = args.sandbox or ("required" if args.gradescope is not None else "auto")
+    note = sandbox_note("dezero_mini check", mode)
+    if note:
+        print(note, file=sys.stderr)
     previous = {}
     if threading.current_thread() is threading.main_thread():  # (only it may set handlers)
         previous = {signum: signal.signal(signum, _interrupt) for signum in STOP_SIGNALS}
     try:
         report = check_file(args.stage, args.file, timeout=args.timeout,
                             total_timeout=args.total_timeout, batches=args.batches,
-                            allow_reference=args.allow_reference, names=names, weights=weights)
+                            allow_reference=args.allow_reference, names=names, weights=weights,
+                            sandbox=mode)
     except Interrupted as stop:
         name = signal.Signals(stop.signum).name
         print(f"dezero_mini check: stopped by {name}: the worker and its processes were "
@@ -109,9 +115,10 @@ def add_parser(commands):
         "Load FILE as stage N of the framework and run every contract of the stage\n"
         "on it (the same ones that the course's tests hold steps/ to): one line per\n"
         "contract, with what was expected and what was measured, and a hint for\n"
-        "each one that fails. The file runs in a separate, contained process\n"
-        "(isolated, in a scratch folder, with a reduced environment and resource\n"
-        "limits), with a time limit per contract and one for the whole check.\n\n"
+        "each one that fails. The file runs in a separate process, in bubblewrap's\n"
+        "sandbox where it can run (its own namespaces, a read-only course, a\n"
+        "private /tmp, a throwaway user; see --sandbox), with resource limits, a\n"
+        "time limit per contract and one for the whole check.\n\n"
         f"Each contract carries points ({display_points(Weights().new)} when new in the "
         f"stage, {display_points(Weights().inherited)} when inherited,\n"
         "unless --weights says otherwise), and every contract of the stage is in\n"
@@ -140,4 +147,5 @@ def add_parser(commands):
         "must be the learner's own work); for the course's maintainers"))
     add_scoring_options(parser)
     add_run_options(parser)
+    add_sandbox_option(parser, None, grading=False)
     parser.set_defaults(run=run_check, parser=parser, lost_output_status=EXIT_NO_VERDICT)

@@ -10,8 +10,10 @@ import sys
 import time
 
 from dezero_mini.arguments import output_file, positive_int
-from dezero_mini.cli.options import (add_run_options, add_scoring_options, add_stage_argument,
-                                     command_parser, stage_options)
+from dezero_mini.cli.options import (add_run_options, add_sandbox_option, add_scoring_options,
+                                     add_stage_argument, command_parser, sandbox_note,
+                                     stage_options)
+from dezero_mini.contracts import bubblewrap
 from dezero_mini.grading import batch
 
 
@@ -22,9 +24,18 @@ def run_grade(args):
         submissions = batch.find_submissions(args.stage, args.submissions)
     except batch.SubmissionError as error:
         args.parser.error(f"argument SUBMISSION: {error}")
+    problem = bubblewrap.sandbox_problem() if args.sandbox == "required" else None
+    if problem:
+        print(f"dezero_mini grade: error: the sandbox cannot run here: {problem}; to grade "
+              "without it (each file then runs as you, and can reach your files and "
+              "processes) pass --sandbox auto", file=sys.stderr)
+        return 2
+    note = sandbox_note("dezero_mini grade", args.sandbox)
+    if note:
+        print(note, file=sys.stderr)
     grading = batch.Grading(number=args.stage, names=names, weights=weights,
                             timeout=args.timeout, total_timeout=args.total_timeout,
-                            batches=args.batches, jobs=args.jobs)
+                            batches=args.batches, jobs=args.jobs, sandbox=args.sandbox)
     started = time.monotonic()
     try:
         rows = batch.grade_all(grading, submissions,
@@ -69,4 +80,5 @@ def add_parser(commands):
                              "%(default)s here)")
     add_scoring_options(parser)
     add_run_options(parser)
+    add_sandbox_option(parser, "required", grading=True)
     parser.set_defaults(run=run_grade, parser=parser)

@@ -4,7 +4,8 @@ stage argument, and the option groups of the commands that run ``check``
 """
 import argparse
 
-from dezero_mini.arguments import at_least_two, known_stage_numbers, seconds, stage_number, weights_file
+from dezero_mini.arguments import (add_sandbox_option, at_least_two, known_stage_numbers, seconds,
+                                   stage_number, weights_file)
 from dezero_mini.contracts.bench import BATCHES
 from dezero_mini.contracts.runner import DEFAULT_TIMEOUT, DEFAULT_TOTAL_TIMEOUT
 from dezero_mini.contracts.scoring import Weights, WeightsError, display_points, select_contracts
@@ -52,6 +53,17 @@ def add_run_options(parser):
     parser.add_argument("--batches", type=at_least_two, default=BATCHES, metavar="N", help=(
         "batches of the training run that the memory contracts record "
         "(default: %(default)s, as in the course's tests; fewer is faster and less sure)"))
+
+
+def sandbox_note(program, mode):
+    """The one line that ``program`` prints (on standard error) when the file
+    runs without the sandbox in ``mode`` "auto", or None."""
+    from dezero_mini.contracts import bubblewrap
+
+    problem = bubblewrap.sandbox_problem() if mode == "auto" else None
+    if problem:
+        return f"{program}: note: running the file without its sandbox: {problem}"
+    return None
 
 
 def stage_options(args):

@@ -1,9 +1,10 @@
 """Run a stage's contracts on a learner's file, safely: ``check_file``.
 
 The learner's code runs in a contained child process
-(``dezero_mini.contracts.worker``, started by ``sandbox.start_worker``:
-isolated, in a scratch folder, with a whitelisted environment and resource
-limits, killed whole with its descendants), so that a file that raises,
+(``dezero_mini.contracts.worker``, started by ``sandbox.start_worker``: in
+bubblewrap's sandbox where it can run, see ``bubblewrap``; isolated, in a
+scratch folder, with a whitelisted environment and resource limits, killed
+whole with its descendants), so that a file that raises,
 loops forever, exits, forks or prints without end cannot take the checker
 down nor outlive it:
 
@@ -23,13 +24,15 @@ And so that a file cannot make the report say what it did not measure:
 * results come on a channel of their own, each line signed with a secret of
   the run (``channel``): an unsigned or out-of-order line is tampering, as
   is a change to the instruments the worker sealed;
-* a flat-memory pass is held against the worker's RSS, which the parent
-  reads from /proc; the files of the installation are compared before and
-  after the check.
+* a flat-memory pass is held against the memory of the worker's whole
+  process tree, which the parent reads from its cgroup or /proc; the files
+  of the installation are compared before and after the check (in the
+  sandbox they are read-only).
 """
 import json
 import os
 import re
+import select
 import selectors
 import signal
 import sys
@@ -43,8 +46,9 @@ from dezero_mini.contracts.bench import BATCHES
 from dezero_mini.contracts.channel import Reader, Tampered, new_key
 from dezero_mini.contracts.provenance import imported_names, reference_of
 from dezero_mini.contracts.scoring import Weights, select_contracts
-from dezero_mini.contracts.sandbox import (MIB, Limits, describe_limit, end_worker, make_scratch,
-                                           remove_scratch, start_worker)
+from dezero_mini.contracts import bubblewrap
+from dezero_mini.contracts.sandbox import MIB, Limits, describe_limit, end_worker, start_worker
+from dezero_mini.memory.stages import steps_dir
 
 #: Seconds that loading the file, and then each contract, may take.
 DEFAULT_TIMEOUT = 60.0
@@ -58,6 +62,9 @@ FLAT_MEMORY_CONTRACTS = frozenset({"traced_bytes_flat"})
 #: beyond which a flat-memory pass contradicts what /proc shows. The reference
 #: stages 03-10 grow by at most 26 MiB over their whole check.
 RSS_GROWTH_ALLOWED = 128 * MIB
+#: How ``check_file`` may run the learner's file: in bubblewrap's sandbox
+#: where it can run, only there, or never (see its docstring).
+SANDBOX_MODES = ("auto", "required", "off")
 #: Characters of the learner's output that the report keeps.
 OUTPUT_LIMIT = 2000
 
@@ -100,6 +107,7 @@ class CheckReport:
     output: str = ""
     output_truncated: bool = False
     seconds: float = 0.0
+    sandboxed: bool = False
 
     @property
     def exit_code(self):
@@ -170,18 +178,6 @@ class _Output:
         return text
 
 
-def _rss_bytes(pid):
-    """The resident memory of process ``pid`` (``VmRSS`` in /proc), or None."""
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
 def where_it_hung(stack_text, path):
     """``"step03.py line 87 (in backward)"``: the innermost frame of the
     learner's file in a ``faulthandler`` dump, or None."""
@@ -192,28 +188,35 @@ def where_it_hung(stack_text, path):
 
 
 class _Child:
-    """One contained worker process (``sandbox.start_worker``), the events it
-    has sent on its authenticated channel, and its RSS as /proc shows it."""
+    """One contained worker (``sandbox.start_worker``: in bubblewrap's
+    sandbox when ``sandboxed``), the events it has sent on its authenticated
+    channel, and the memory of its whole process tree as the kernel shows
+    it (``rss``, ``rss_peak``, ``rss_loaded``, ``rss_growth``; the name
+    stays RSS: a cgroup's charge where there is one, else the sum of the
+    processes' resident sizes)."""
 
-    RSS_EVERY = 0.05  # seconds between two readings of the worker's RSS
+    RSS_EVERY = 0.05  # seconds between two readings of the worker's memory
 
-    def __init__(self, path, number, batches, names, output, limits):
+    def __init__(self, path, number, batches, names, output, limits, sandboxed=False):
         self.path, self.output, self.limits = path, output, limits
-        self.scratch = make_scratch()
-        self.stack_file = os.path.join(self.scratch, ".checker_stack.txt")
         read_end, write_end = os.pipe()
+        self.stack_read, stack_write = os.pipe()  # faulthandler's dump: never a file
         key = new_key()
         try:
-            self.process = start_worker(
+            self.worker = start_worker(
                 "dezero_mini.contracts.worker",
-                [str(path), str(number), str(batches), str(write_end), self.stack_file, *names],
-                scratch=self.scratch, limits=limits, pass_fds=(write_end,))
+                [str(path), str(number), str(batches), str(write_end), str(stack_write), *names],
+                limits=limits, pass_fds=(write_end, stack_write), sandboxed=sandboxed,
+                readable=[str(path), *bubblewrap.visible_step_files(number, steps_dir())])
         except BaseException:
             os.close(read_end)
-            remove_scratch(self.scratch)
+            os.close(self.stack_read)
             raise
         finally:
             os.close(write_end)
+            os.close(stack_write)
+        self.process = self.worker.process
+        os.set_blocking(self.stack_read, False)
         self.reader = Reader(key)
         try:
             self.process.stdin.write(key.hex().encode() + b"\n")
@@ -228,13 +231,14 @@ class _Child:
         self.pending, self.channel_open = b"", True
         self.output_start = len(output.kept)
         self.rss = self.rss_peak = self.rss_loaded = None
+        self.memory_killed = False
         self._rss_read_at = 0.0
 
     def _sample_rss(self):
         now = time.monotonic()
         if now - self._rss_read_at >= self.RSS_EVERY:
             self._rss_read_at = now
-            rss = _rss_bytes(self.process.pid)
+            rss = self.worker.memory()
             if rss is not None:
                 self.rss = rss
                 self.rss_peak = max(rss, self.rss_peak or 0)
@@ -290,36 +294,43 @@ class _Child:
             self._read(min(left, self.RSS_EVERY))
 
     def where_it_hangs(self):
-        """Ask the worker for its stack (SIGUSR1: ``faulthandler``) and
-        return where the learner's file was, or None."""
-        try:
-            os.kill(self.process.pid, signal.SIGUSR1)
-        except ProcessLookupError:
+        """Ask the worker for its stack (SIGUSR1: ``faulthandler`` writes it
+        on a pipe of the checker's) and return where the learner's file
+        was, or None. Reads for at most a second, at most 100,000 bytes."""
+        pid = self.worker.pid
+        if pid is None:
             return None
-        deadline, size = time.monotonic() + 1.0, -1
-        while time.monotonic() < deadline:
-            time.sleep(0.05)
-            try:
-                now = os.path.getsize(self.stack_file)
-            except OSError:
-                return None
-            if now and now == size:
-                break
-            size = now
         try:
-            with open(self.stack_file, errors="replace") as dump:
-                return where_it_hung(dump.read(100_000), self.path)
-        except OSError:
+            os.kill(pid, signal.SIGUSR1)
+        except (ProcessLookupError, PermissionError):
             return None
+        deadline, dump, quiet_since = time.monotonic() + 1.0, b"", None
+        while time.monotonic() < deadline and len(dump) < 100_000:
+            ready, _, _ = select.select([self.stack_read], [], [], 0.05)
+            data = b""
+            if ready:
+                try:
+                    data = os.read(self.stack_read, 100_000 - len(dump))
+                except BlockingIOError:
+                    pass
+            if data:
+                dump, quiet_since = dump + data, None
+            elif dump:
+                quiet_since = quiet_since or time.monotonic()
+                if time.monotonic() - quiet_since >= 0.1:
+                    break
+        return where_it_hung(dump.decode("utf-8", "replace"), self.path) if dump else None
 
     def printed(self):
         """What this worker printed (the part the report keeps)."""
         return self.output.kept[self.output_start:].decode("utf-8", "replace")
 
-    def finish(self):
-        """Kill the worker, its group and its descendants, drain its output,
-        remove its scratch folder; return its exit code (None if unknown)."""
-        code = end_worker(self.process)
+    def finish(self, grace=0.0):
+        """Kill the worker and every process it started (after ``grace``
+        seconds for it to end on its own), drain its output; return its exit
+        code (None if unknown)."""
+        code = end_worker(self.worker, grace)
+        self.memory_killed = self.worker.memory_killed()
         try:
             self._read(0)
         except OSError:
@@ -327,7 +338,7 @@ class _Child:
         self.selector.close()
         self.channel.close()
         self.process.stdout.close()
-        remove_scratch(self.scratch)
+        os.close(self.stack_read)
         return code
 
 
@@ -383,14 +394,14 @@ def _refuse_before_running(report, path, number, allow_reference):
     return False
 
 
-def _limit_text(limits, code, text):
-    reason = describe_limit(limits, code, text)
+def _limit_text(limits, code, text, memory_killed=False):
+    reason = describe_limit(limits, code, text, memory_killed)
     return f": {reason}" if reason else ""
 
 
 def check_file(number, path, *, timeout=DEFAULT_TIMEOUT, total_timeout=DEFAULT_TOTAL_TIMEOUT,
                batches=BATCHES, limits=Limits(), allow_reference=False, names=None,
-               weights=None):
+               weights=None, sandbox="auto"):
     """Hold the file ``path`` to every contract of stage ``number`` (or only
     to those named in ``names``: ValueError for a name the stage lacks).
 
@@ -403,21 +414,27 @@ def check_file(number, path, *, timeout=DEFAULT_TIMEOUT, total_timeout=DEFAULT_T
     course use 200). ``limits``: the worker's resource limits
     (``sandbox.Limits``). ``allow_reference``: check a file of the course's
     own ``steps/`` (refused by default: it is not a learner's work).
+    ``sandbox``: "auto" runs the file in bubblewrap's sandbox where it can
+    run (``bubblewrap.sandbox_problem``) and contained without it elsewhere,
+    "required" refuses to check without it (an error report), "off" never
+    uses it; ``report.sandboxed`` says which it was.
     """
+    if sandbox not in SANDBOX_MODES:
+        raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_MODES)}, not {sandbox!r}")
     started = time.monotonic()
     stage = get_stage(number)  # ValueError for a stage without contracts
     selected = select_contracts(number, names)
     points = (weights or Weights()).points_at(number, selected)
     report = _check(stage, Path(path), selected, timeout=timeout, total_timeout=total_timeout,
                     batches=batches, limits=limits, allow_reference=allow_reference,
-                    total_deadline=started + total_timeout)
+                    total_deadline=started + total_timeout, sandbox=sandbox)
     report.settle(selected, points)
     report.seconds = round(time.monotonic() - started, 2)
     return report
 
 
 def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, allow_reference,
-           total_deadline):
+           total_deadline, sandbox):
     """Run the contracts ``selected`` on ``path`` in contained worker processes."""
     number = stage.number
     report = CheckReport(stage=stage.number, stage_name=stage.name, stage_title=stage.title,
@@ -431,12 +448,19 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
     path = path.resolve()
     if _refuse_before_running(report, path, number, allow_reference):
         return report
+    problem = bubblewrap.sandbox_problem() if sandbox != "off" else None
+    if sandbox == "required" and problem:
+        report.status, report.message = "error", (
+            f"cannot check {path.name} in its sandbox: {problem} (a grader who accepts the "
+            "risk grades without it with --sandbox auto)")
+        return report
+    report.sandboxed = sandbox != "off" and problem is None
     contracts = {contract.name: contract for contract in selected}
     left = list(contracts)
     output = _Output(OUTPUT_LIMIT)
     installation = _installation_state()
     while left and report.status != "error":
-        child = _Child(path, number, batches, left, output, limits)
+        child = _Child(path, number, batches, left, output, limits, report.sandboxed)
         timed_out, current, began, location = None, None, time.monotonic(), None
         try:
             while True:
@@ -476,8 +500,8 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
                     report.status, report.message = "error", (
                         f"tampering detected: the worker sent an event out of order: {event!r}")
                     break
-        finally:
-            code = child.finish()
+        finally:  # a worker that closed its channel is ending: bwrap then says how
+            code = child.finish(grace=0.0 if child.channel_open else 1.0)
         if report.status == "error" or not left:
             break
         where = f"; the file was at {location}" if location else ""
@@ -490,7 +514,7 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
             else:
                 report.message = (f"cannot load {path.name}: the process ended (exit code "
                                   f"{code}) while importing it"
-                                  + _limit_text(limits, code, child.printed()))
+                                  + _limit_text(limits, code, child.printed(), child.memory_killed))
             break
         if timed_out == "contract":
             what = f"timed out after {timeout:g} s{where}"
@@ -498,7 +522,7 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
             what = f"timed out: the check's total time limit of {total_timeout:g} s ran out{where}"
         else:
             what = (f"the process ended (exit code {code}) while measuring"
-                    + _limit_text(limits, code, child.printed()))
+                    + _limit_text(limits, code, child.printed(), child.memory_killed))
         contract = contracts[current]
         report.results.append(_result(contract, passed=False, expected=contract.summary,
                                       measured=what, seconds=time.monotonic() - began,

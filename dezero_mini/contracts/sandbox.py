@@ -1,7 +1,12 @@
 """The process sandbox of the checker: start a worker contained, end it whole.
 
 A learner's file runs in a worker process that the checker must be able to
-stop, whatever the file does. ``start_worker`` starts it
+stop, whatever the file does. ``start_worker(..., sandboxed=True)`` starts
+it in bubblewrap's sandbox (``bubblewrap.sandbox_command``: namespaces of
+its own, a read-only file system, a throwaway uid), its whole process tree
+in a memory cgroup where one can be made (``cgroup.MemoryCgroup``), under
+the limits below; ``end_worker`` kills the sandbox's PID namespace. Where
+bubblewrap cannot run, ``start_worker`` starts it
 
 * in Python's isolated mode (``-I``: neither the current folder nor any
   ``PYTHON*`` variable reaches ``sys.path``); the folder that holds the
@@ -22,8 +27,11 @@ stop, whatever the file does. ``start_worker`` starts it
   (``_leave_the_network``; ``network_can_be_cut`` says whether it does here).
 """
 import ctypes
+import itertools
+import json
 import os
 import resource
+import select
 import shutil
 import signal
 import subprocess
@@ -179,10 +187,14 @@ def network_can_be_cut():
     return done.returncode == 0
 
 
-def describe_limit(limits, return_code=None, text=""):
+def describe_limit(limits, return_code=None, text="", memory_killed=False):
     """The limit that a worker met, in words, or None. ``return_code``: the
     worker's (``-signal`` when a signal killed it); ``text``: what it printed
-    or raised (a MemoryError when it could not get memory)."""
+    or raised (a MemoryError when it could not get memory); ``memory_killed``:
+    the kernel killed a process of its cgroup for the memory limit."""
+    if memory_killed:
+        return (f"the file's processes used more than {limits.memory_mib} MiB of memory "
+                "together (the limit of the whole sandbox)")
     if return_code == -signal.SIGXCPU or (return_code == -signal.SIGKILL and "SIGXCPU" in text):
         return f"the file used more than {limits.cpu_seconds} s of CPU time (the limit)"
     # (Python ignores SIGXFSZ: the write raises OSError EFBIG instead.)
@@ -301,7 +313,126 @@ def _reap(pid):
         pass
 
 
-def end_worker(process):
+class Worker:
+    """A started worker: ``process`` (the ``Popen`` that this checker
+    waits for: bwrap in the sandbox, the worker itself without), ``pid``
+    (the worker's, for SIGUSR1), ``sandboxed``, ``cgroup`` (a
+    ``MemoryCgroup`` or None) and ``scratch`` (its folder on the machine,
+    without the sandbox; in it, a private /tmp). In the sandbox, ``root``
+    is the PID namespace's init (bwrap's), whose death ends every process
+    of the namespace, and the worker is the namespace's pid 2. ``stdin``
+    and ``stdout`` are the process's pipes."""
+
+    #: Seconds between two searches of /proc for the tree's processes (without a cgroup).
+    TREE_EVERY = 1.0
+
+    def __init__(self, process, root, *, sandboxed, cgroup=None, scratch=None):
+        self.process, self.root, self.sandboxed = process, root, sandboxed
+        self.cgroup, self.scratch = cgroup, scratch
+        self.stdin, self.stdout = process.stdin, process.stdout
+        self._pid = None if sandboxed else root
+        self._tree, self._tree_read_at = {root}, 0.0
+
+    @property
+    def pid(self):
+        """The worker's pid as this checker sees it, or None (not yet
+        started, or ended)."""
+        if self._pid is None:
+            for pid in sorted(self.processes(force=True)):
+                if _namespace_pid(pid) == 2:  # bwrap's init forks the command first
+                    self._pid = pid
+                    break
+        return self._pid
+
+    def processes(self, force=False):
+        """The pids of the worker's tree: the cgroup's, else the tree's root
+        and its descendants as /proc showed them at most ``TREE_EVERY`` ago
+        (``force``: now)."""
+        if self.cgroup is not None:
+            return self.cgroup.processes()
+        now = time.monotonic()
+        if force or now - self._tree_read_at >= self.TREE_EVERY:
+            self._tree_read_at = now
+            table = _process_table()
+            self._tree = _worker_processes(self.root, table) if self.root in table else set()
+        return self._tree
+
+    def memory(self):
+        """The memory of the whole tree, in bytes, or None: what its cgroup
+        is charged, else the sum of its processes' resident sizes."""
+        if self.cgroup is not None:
+            return self.cgroup.usage()
+        sizes = [size for size in map(resident_bytes, self.processes()) if size is not None]
+        return sum(sizes) if sizes else None
+
+    def memory_killed(self):
+        """Whether the kernel killed a process of the tree for its cgroup's limit."""
+        return self.cgroup is not None and self.cgroup.memory_kills() > 0
+
+
+def resident_bytes(pid):
+    """The resident memory of process ``pid`` (``VmRSS`` in /proc), or None."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _namespace_pid(pid):
+    """The pid that process ``pid`` has in its own PID namespace (the last
+    field of ``NSpid`` in /proc), or None."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("NSpid:"):
+                    return int(line.split()[-1])
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def end_worker(worker, grace=0.0):
+    """Kill ``worker`` (a ``Worker``) and every process it started, and
+    return its exit code (``-signal`` when a signal ended it; None when it
+    could not be known). In the sandbox that is killing the PID namespace's
+    init: the kernel ends every process of the namespace with it; ``grace``:
+    seconds that the worker is given to end on its own first (bwrap then
+    says how it ended). Without the sandbox, its process group and every
+    descendant found in /proc, at once."""
+    if not worker.sandboxed:
+        code = _end_unsandboxed(worker.process)
+    else:
+        process = worker.process
+        if grace and process.poll() is None:
+            try:
+                process.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                pass
+        _kill(worker.root)  # the namespace's init: every process in it dies with it
+        try:
+            os.killpg(process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for pid in worker.cgroup.processes() if worker.cgroup is not None else ():
+            _kill(pid)
+        try:
+            code = process.wait(timeout=10)
+        except subprocess.TimeoutExpired:  # unkillable (a process in the kernel): give up on it
+            code = None
+        if code is not None and code > 128:  # bwrap's exit code for a worker a signal killed
+            code = 128 - code
+    if worker.cgroup is not None:
+        worker.cgroup.remove()
+    if worker.scratch is not None:
+        remove_scratch(worker.scratch)
+    return code
+
+
+def _end_unsandboxed(process):
     """Kill the worker ``process`` (a ``Popen``), its process group and every
     descendant, reap those that were reparented to us, and return its exit
     code. Rounds repeat until a round finds no process left: a process that
@@ -330,10 +461,19 @@ def end_worker(process):
         return None
 
 
-def start_worker(module, arguments, *, scratch, limits, pass_fds=()):
+def start_worker(module, arguments, *, limits, pass_fds=(), sandboxed=False, readable=()):
     """Start ``python -I -c <bootstrap> PACKAGE_PARENT ARGUMENTS`` contained
-    (see the module docstring) and return its ``Popen``: standard input a
-    pipe, standard output and error one pipe."""
+    and return its ``Worker``: standard input a pipe, standard output and
+    error one pipe. ``sandboxed``: in bubblewrap's sandbox
+    (``bubblewrap.sandbox_command``), which sees only ``readable`` (the files
+    it may read beyond Python and the package), with its memory counted in a
+    cgroup where one can be made; else contained as the module's docstring
+    says, in a scratch folder of its own."""
+    worker_argv = [sys.executable, "-I", "-u", "-X", "faulthandler", "-c", bootstrap_code(module),
+                   package_parent(), *arguments]
+    if sandboxed:
+        return _start_sandboxed(worker_argv, limits, pass_fds, readable)
+    scratch = make_scratch()
     processes = _user_task_count() + limits.extra_processes if limits.extra_processes else 0
     calls, uid, gid = _namespace_calls(), os.getuid(), os.getgid()
 
@@ -341,17 +481,92 @@ def start_worker(module, arguments, *, scratch, limits, pass_fds=()):
         _leave_the_network(calls, uid, gid)
         _set_limits(limits, processes)
 
-    with _lock:
-        if not _subreaper:
-            _subreaper.append(sys.platform.startswith("linux") and _become_subreaper())
+    try:
+        with _lock:
+            if not _subreaper:
+                _subreaper.append(sys.platform.startswith("linux") and _become_subreaper())
+            process = subprocess.Popen(
+                worker_argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT, cwd=scratch, env=worker_environment(scratch),
+                start_new_session=True, pass_fds=pass_fds, preexec_fn=contain)
+            _live_workers.add(process.pid)
+    except BaseException:
+        remove_scratch(scratch)
+        raise
+    return Worker(process, process.pid, sandboxed=False, scratch=scratch)
+
+
+#: Seconds that bwrap may take to set the sandbox up and name the worker.
+SANDBOX_START_TIMEOUT = 30.0
+
+
+def _start_sandboxed(worker_argv, limits, pass_fds, readable):
+    from dezero_mini.contracts.bubblewrap import SANDBOX_HOME, sandbox_command
+    from dezero_mini.contracts.cgroup import MemoryCgroup
+
+    as_root = os.geteuid() == 0
+    # Root's worker runs as a uid of its own: RLIMIT_NPROC counts its tasks only.
+    processes = limits.extra_processes if as_root else (
+        _user_task_count() + limits.extra_processes if limits.extra_processes else 0)
+    cgroup = MemoryCgroup.create(limits.memory_mib * MIB,
+                                 f"dezero_mini_worker_{os.getpid()}_{next(_cgroup_numbers)}")
+    info_read, info_write = os.pipe()
+    command = sandbox_command(worker_argv, readable=[package_folder(), *readable],
+                              info_fd=info_write, as_root=as_root,
+                              tmp_bytes=None if cgroup else limits.file_size_mib * MIB * 4)
+
+    def contain():  # in the child, between fork and exec
+        if cgroup is not None:
+            cgroup.enter()
+        _set_limits(limits, processes)
+
+    try:
         process = subprocess.Popen(
-            [sys.executable, "-I", "-u", "-X", "faulthandler", "-c", bootstrap_code(module),
-             package_parent(), *arguments],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-            cwd=scratch, env=worker_environment(scratch), start_new_session=True,
-            pass_fds=pass_fds, preexec_fn=contain)
-        _live_workers.add(process.pid)
-    return process
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            cwd="/", env=worker_environment(SANDBOX_HOME), start_new_session=True,
+            pass_fds=(*pass_fds, info_write), preexec_fn=contain)
+    except BaseException:
+        os.close(info_read)
+        if cgroup is not None:
+            cgroup.remove()
+        raise
+    finally:
+        os.close(info_write)
+    # Without a pid (bwrap failed before it made the namespace; what it said
+    # is the output), the tree's root is bwrap itself.
+    return Worker(process, _namespace_init_pid(info_read) or process.pid, sandboxed=True,
+                  cgroup=cgroup)
+
+
+_cgroup_numbers = itertools.count()
+
+
+def _namespace_init_pid(info_read):
+    """The pid (outside the sandbox) of the PID namespace's init, from
+    bwrap's ``--info-fd`` (JSON, ``child-pid``), or None when bwrap ended
+    without one."""
+    text, deadline = b"", time.monotonic() + SANDBOX_START_TIMEOUT
+    try:
+        while time.monotonic() < deadline:
+            ready, _, _ = select.select([info_read], [], [], deadline - time.monotonic())
+            if not ready:
+                break
+            data = os.read(info_read, 4096)
+            if not data:
+                break
+            text += data
+            try:
+                return int(json.loads(text)["child-pid"])
+            except (ValueError, KeyError, TypeError):
+                continue
+    finally:
+        os.close(info_read)
+    return None
+
+
+def package_folder():
+    """The folder of the package ``dezero_mini`` itself."""
+    return str(Path(__file__).resolve().parents[1])
 
 
 def make_scratch():

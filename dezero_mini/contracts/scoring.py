@@ -125,6 +125,22 @@ class Weights:
         return cls.from_mapping(data, source=f"weights file {str(path)!r}")
 
     @classmethod
+    def from_standard_input(cls):
+        """Weights as JSON on standard input (at most ``MAX_WEIGHTS_BYTES``)."""
+        import json
+        import sys
+
+        what = "weights on standard input"
+        text = sys.stdin.read(MAX_WEIGHTS_BYTES + 1)
+        if len(text) > MAX_WEIGHTS_BYTES:
+            raise WeightsError(f"{what}: too large for weights (at most {MAX_WEIGHTS_BYTES} bytes)")
+        try:
+            data = json.loads(text)
+        except ValueError as error:
+            raise WeightsError(f"{what}: not JSON ({error})") from None
+        return cls.from_mapping(data, source=what)
+
+    @classmethod
     def from_mapping(cls, data, source="weights"):
         """Weights from parsed TOML or JSON, every key and value checked."""
         _check_keys(data, _TOP_LEVEL, f"{source}: expected a table of weights at the top level",

@@ -2,7 +2,7 @@
 
 Started by ``dezero_mini.contracts.runner`` through
 ``dezero_mini.contracts.sandbox`` (isolated, in a scratch folder), as
-``worker FILE STAGE BATCHES CHANNEL_FD TRACEBACK_FILE NAME...``, with the
+``worker FILE STAGE BATCHES CHANNEL_FD STACK_FD NAME...``, with the
 run's secret key (hex) as the first line of its standard input.
 
 It sends its events on the result channel (``CHANNEL_FD``, a pipe of its
@@ -24,7 +24,8 @@ imported: the channel, the contracts and ``Contract.check``, and a
 tracer, the clock, NumPy, the course's own modules), checked after the file
 loads and after each contract. The parent enforces the time limits; on a
 hang it sends SIGUSR1, on which ``faulthandler`` writes every thread's stack
-to TRACEBACK_FILE.
+to STACK_FD, a pipe that the parent reads (a file that the learner's code
+could replace, by a FIFO say, would hang the parent).
 """
 import faulthandler
 import os
@@ -129,7 +130,7 @@ def _identity(value):
 
 def main(argv):
     path, number, batches = Path(argv[0]).resolve(), int(argv[1]), int(argv[2])
-    channel_fd, traceback_path, names = int(argv[3]), argv[4], argv[5:]
+    channel_fd, stack_fd, names = int(argv[3]), int(argv[4]), argv[5:]
     # The secret comes first, before anything of the learner's runs; then
     # standard input is closed to the learner's code.
     key = bytes.fromhex(sys.stdin.readline().strip())
@@ -162,8 +163,7 @@ def main(argv):
     by_name = {contract.name: contract for contract in contracts_at(number)}
     check = Contract.check  # the function itself: a patched class attribute does not reach it
     needed = names_needed_at(number)
-    stack_file = open(traceback_path, "w")
-    faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
+    faulthandler.register(signal.SIGUSR1, file=stack_fd, all_threads=True)
     seal = Seal()
 
     def broken():

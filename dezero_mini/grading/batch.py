@@ -1,9 +1,12 @@
 """``grade``: many submissions against one stage, in parallel, into one CSV.
 
-Each submission is checked by its own ``python -m dezero_mini check ...
---json`` process (the learner's code runs in that check's worker, as it
-does for a learner), ``jobs`` at a time, from a scratch folder (never the
-submission's), each in a process group of its own. The grader keeps the
+Each submission is checked by its own ``python -I -m dezero_mini check ...
+--json`` process (the learner's code runs in that check's worker, in
+bubblewrap's sandbox: ``--sandbox required`` unless the grader says
+otherwise), ``jobs`` at a time, each from an empty folder of its own (never
+the submission's, never another check's), in a process group of its own,
+with the weights on its standard input (read once, before any submission
+ran: no file that a submission could rewrite). The grader keeps the
 checks it started and ends each one's group when it is interrupted (Ctrl-C,
 SIGTERM, SIGHUP) or a check overruns its limit, so a stopped grading run
 leaves nothing running.
@@ -100,18 +103,19 @@ class _Running:
     def __init__(self):
         self.lock, self.processes, self.stopping = threading.Lock(), set(), False
 
-    def run(self, argv, cwd, timeout):
-        """Run ``argv``; ``(exit code, stdout, stderr)``, or None once stopping."""
+    def run(self, argv, cwd, timeout, given=b""):
+        """Run ``argv`` with ``given`` on its standard input; ``(exit code,
+        stdout, stderr)``, or None once stopping."""
         with self.lock:
             if self.stopping:
                 return None
             # Its own process group: the check and whatever it started end together.
-            process = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL,
+            process = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.PIPE,
                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                        start_new_session=True)
             self.processes.add(process)
         try:
-            out, err = process.communicate(timeout=timeout)
+            out, err = process.communicate(given, timeout=timeout)
         except subprocess.TimeoutExpired:
             _signal_group(process, signal.SIGTERM)
             out, err = _reap(process)
@@ -172,16 +176,26 @@ class Grading:
     total_timeout: float = DEFAULT_TOTAL_TIMEOUT
     batches: int = 200
     jobs: int = 2
+    sandbox: str = "required"
 
-    def check_argv(self, file, weights_file):
-        argv = [sys.executable, "-m", "dezero_mini", "check", str(self.number),
+    def check_argv(self, file):
+        """The command of one check: isolated (``-I``: no module of the
+        folder it starts in, no ``PYTHON*`` variable), its weights on
+        standard input (``weights_input``), never in a file that a
+        submission could rewrite."""
+        argv = [sys.executable, "-I", "-m", "dezero_mini", "check", str(self.number),
                 str(Path(file).resolve()), "--json", "--timeout", f"{self.timeout:g}",
-                "--total-timeout", f"{self.total_timeout:g}", "--batches", str(self.batches)]
+                "--total-timeout", f"{self.total_timeout:g}", "--batches", str(self.batches),
+                "--sandbox", self.sandbox]
         for name in self.names or ():
             argv += ["--contract", name]
-        if weights_file is not None:
-            argv += ["--weights", str(weights_file)]
+        if self.weights is not None:
+            argv += ["--weights", "-"]
         return argv
+
+    def weights_input(self):
+        """The weights, as read once before any submission ran, as JSON."""
+        return b"" if self.weights is None else json.dumps(self.weights.as_mapping()).encode()
 
     def check_limit(self):
         """The seconds after which a check is given up: every contract's
@@ -196,43 +210,40 @@ def grade_all(grading, submissions, report_line=None):
     ``report_line(text)`` hears of each one as it is done."""
     running = _Running()
     rows = [None] * len(submissions)
-    with tempfile.TemporaryDirectory(prefix="dezero_mini_grade_") as scratch:
-        weights_file = None
-        if grading.weights is not None:  # the checked weights, as read once, for every check
-            weights_file = Path(scratch) / "weights.json"
-            weights_file.write_text(json.dumps(grading.weights.as_mapping()))
-        previous = _stop_on_signals()
-        executor = ThreadPoolExecutor(max_workers=grading.jobs)
-        try:
-            pending = {executor.submit(_grade_one, grading, submission, running, scratch,
-                                       weights_file): index
-                       for index, submission in enumerate(submissions)}
-            while pending:
-                done, _ = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    index = pending.pop(future)
-                    rows[index] = future.result()
-                    if report_line:
-                        report_line(_progress_line(rows[index], len(submissions) - len(pending),
-                                                   len(submissions)))
-        except BaseException:
-            running.stop()
-            raise
-        finally:
-            executor.shutdown(wait=True, cancel_futures=True)
-            _restore_signals(previous)
+    previous = _stop_on_signals()
+    executor = ThreadPoolExecutor(max_workers=grading.jobs)
+    try:
+        pending = {executor.submit(_grade_one, grading, submission, running): index
+                   for index, submission in enumerate(submissions)}
+        while pending:
+            done, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in done:
+                index = pending.pop(future)
+                rows[index] = future.result()
+                if report_line:
+                    report_line(_progress_line(rows[index], len(submissions) - len(pending),
+                                               len(submissions)))
+    except BaseException:
+        running.stop()
+        raise
+    finally:
+        executor.shutdown(wait=True, cancel_futures=True)
+        _restore_signals(previous)
     return rows
 
 
-def _grade_one(grading, submission, running, scratch, weights_file):
+def _grade_one(grading, submission, running):
     started = time.monotonic()
     if submission.file is None:
         report = unchecked_report(grading.number, submission.path, submission.problem,
                                   grading.weights, grading.names).as_dict()
         report["status"] = "missing"
         return _row(submission, report, 0.0)
-    done = running.run(grading.check_argv(submission.file, weights_file), scratch,
-                       grading.check_limit())
+    # Each check starts in an empty folder of its own, shared with no other
+    # submission's and removed afterwards.
+    with tempfile.TemporaryDirectory(prefix="dezero_mini_grade_") as scratch:
+        done = running.run(grading.check_argv(submission.file), scratch, grading.check_limit(),
+                           grading.weights_input())
     seconds = time.monotonic() - started
     if done is None:
         raise KeyboardInterrupt  # grading is being stopped

@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from dezero_mini.arguments import at_least_two, positive_float, stage_number
+from dezero_mini.arguments import add_sandbox_option, at_least_two, positive_float, stage_number
 from dezero_mini.atomic import output_target_problem
 from dezero_mini.contracts import get_stage
 from dezero_mini.contracts.scoring import Weights, WeightsError, display_points, select_contracts
@@ -137,14 +137,23 @@ def unchecked_report(number, file, message, weights=None, names=None):
     return report.settle(selected, (weights or Weights()).points_at(number, selected))
 
 
-def autograde(root, number, *, weights=None, timeout=None, batches=None):
+def autograde(root, number, *, weights=None, timeout=None, batches=None, sandbox="required"):
     """Grade ``root/submission`` as stage ``number``; write
-    ``root/results/results.json``. Returns the report."""
+    ``root/results/results.json``, after the check has ended (a results file
+    that was there before, which a submission could have written, is
+    removed first). ``sandbox``: as for ``check_file`` (required by default:
+    without bubblewrap the report says why nothing was checked). Returns
+    the report."""
     from dezero_mini.contracts.runner import check_file
 
     root = Path(root)
     stage = get_stage(number)
     started = time.monotonic()
+    target = root / "results" / "results.json"
+    try:
+        target.unlink()
+    except FileNotFoundError:
+        pass
     try:
         path, why = find_submission(root / "submission", stage)
     except (OSError, RecursionError) as error:  # unreadable, or folders nested without end
@@ -154,11 +163,9 @@ def autograde(root, number, *, weights=None, timeout=None, batches=None):
     else:
         options = {key: value for key, value in (("timeout", timeout), ("batches", batches))
                    if value is not None}
-        report = check_file(number, path, weights=weights, **options)
+        report = check_file(number, path, weights=weights, sandbox=sandbox, **options)
     report.seconds = round(time.monotonic() - started, 2)
-    results_folder = root / "results"
-    results_folder.mkdir(parents=True, exist_ok=True)
-    target = results_folder / "results.json"
+    target.parent.mkdir(parents=True, exist_ok=True)
     problem = output_target_problem(target)
     if problem is not None:
         raise OutputPathError(f"cannot write the results file: {problem}")
@@ -181,13 +188,14 @@ def main(argv=None):
     parser.add_argument("--weights", type=Path, metavar="FILE")
     parser.add_argument("--timeout", type=positive_float, metavar="SECONDS")
     parser.add_argument("--batches", type=at_least_two, metavar="N")
+    add_sandbox_option(parser, "required", grading=True)
     args = parser.parse_args(argv)
     try:
         weights = Weights.from_file(args.weights) if args.weights else None
         if weights:
             weights.points_at(args.stage)
         report = autograde(args.root, args.stage, weights=weights, timeout=args.timeout,
-                           batches=args.batches)
+                           batches=args.batches, sandbox=args.sandbox)
     except (WeightsError, OutputPathError, OSError) as error:
         print(f"autograder: error: {error}", file=sys.stderr)
         return 2

@@ -1,0 +1,198 @@
+"""The worker's sandbox on Linux: a bubblewrap (``bwrap``) command line.
+
+``sandbox_command(argv, ...)`` wraps a worker's command so that it runs
+
+* in new user (as an ordinary user), PID, mount, IPC, UTS and network
+  namespaces: it sees no process of the machine's, no socket (a file-system
+  socket needs its file, an abstract one its network namespace), no file
+  but those bound below;
+* on a file system of its own, read-only: the Python installation
+  (``sys.base_prefix``, the virtual environment), the folder of the
+  package ``dezero_mini`` (the package only, not the repository around it),
+  the step files of the stages *before* the one graded (stage 04's contracts
+  load stage 03's; the stage's own reference and later ones stay out of
+  sight), the few files of ``/etc`` that the C library reads, and the
+  learner's ONE file at its own path (tracebacks then name it as the
+  learner knows it), nothing else of its folder; a fresh ``/proc`` and
+  ``/dev``; a private, empty ``/tmp``, its working folder, ``HOME`` and
+  ``TMPDIR``;
+* as a throwaway user that owns nothing: as root, the command drops to
+  ``throwaway_uid()`` (``setpriv``) before Python starts; as an ordinary
+  user, its own uid maps into the user namespace, where it owns nothing of
+  the machine's;
+* killed whole: bwrap's init is the PID namespace's pid 1 (the worker is its
+  pid 2), and its death, or bwrap's (``--die-with-parent``), ends every
+  process in the namespace.
+
+``sandbox_problem()`` says why bubblewrap cannot run here (missing, or a
+kernel that refuses namespaces), or None.
+"""
+import functools
+import itertools
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+#: Where the throwaway uids start: far above the uids that systems hand out
+#: (at most 60,000 or so for people, 65,534 for nobody), below 2**31 (bwrap
+#: writes its uid maps as signed integers). The pid of the checker is added,
+#: so that two checks never share one: RLIMIT_NPROC then counts exactly one
+#: worker's processes, and no worker can signal another's.
+THROWAWAY_UID_BASE = 2_000_000_000
+_PID_BITS = 22  # the kernel's largest pid_max is 2**22
+_worker_numbers = itertools.count()
+
+#: Inside the sandbox: the working folder, HOME and TMPDIR (a private tmpfs).
+SANDBOX_HOME = "/tmp"
+#: The files of /etc that the C library and Python read, where they exist.
+ETC_FILES = ("/etc/ld.so.cache", "/etc/localtime")
+#: The top folders of a usr-merged or classic system: symlinks are copied,
+#: folders bound read-only.
+SYSTEM_FOLDERS = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+
+
+def _program(name):
+    """The program ``name`` on PATH or in /usr/bin, or None."""
+    fallback = f"/usr/bin/{name}"
+    return shutil.which(name) or (fallback if os.access(fallback, os.X_OK) else None)
+
+
+def bwrap_path():
+    """The ``bwrap`` program, or None."""
+    return _program("bwrap")
+
+
+@functools.lru_cache(maxsize=None)
+def _bwrap_help():
+    """What ``bwrap --help`` prints (its options differ between versions)."""
+    try:
+        done = subprocess.run([bwrap_path() or "bwrap", "--help"], capture_output=True, text=True,
+                              timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    return done.stdout + done.stderr
+
+
+def setpriv_path():
+    """util-linux's ``setpriv``, which drops root's rights in the sandbox, or None."""
+    return _program("setpriv")
+
+
+def throwaway_uid():
+    """A uid that no file and no process of the machine has: the base, the
+    checker's pid and a count of its workers (one runs at a time)."""
+    worker = (os.getpid() << 4) | (next(_worker_numbers) & 15)
+    return THROWAWAY_UID_BASE + worker % (1 << (_PID_BITS + 4))
+
+
+def python_folders():
+    """The folders of the running Python: its installation, the virtual
+    environment, and the folder of the real executable."""
+    folders = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix,
+               str(Path(sys.executable).resolve().parent.parent)}
+    resolved = {str(Path(folder).resolve()) for folder in folders if folder}
+    return sorted(resolved - {"/"})  # (a Python in /bin would otherwise show the whole machine)
+
+
+def visible_step_files(stage, steps_folder):
+    """The course's step files that a check of ``stage`` may see: those of
+    the stages before it (a later stage's reference is an answer key)."""
+    from dezero_mini.memory.stages import _STEP_FILE
+
+    found = []
+    for path in sorted(Path(steps_folder).glob("step*_*.py")):
+        match = _STEP_FILE.match(path.name)
+        if match and int(match.group(1)) < stage:
+            found.append(str(path.resolve()))
+    return found
+
+
+def _parents(path):
+    """The folders above ``path``, from the top (``/a``, ``/a/b`` for ``/a/b/c``)."""
+    parts = Path(path).parts[1:-1]
+    return ["/" + "/".join(parts[:end]) for end in range(1, len(parts) + 1)]
+
+
+def _within(path, folders):
+    return any(path == folder or path.startswith(folder.rstrip("/") + "/") for folder in folders)
+
+
+def sandbox_command(argv, *, readable, uid=None, info_fd=None, tmp_bytes=None, as_root=None):
+    """``bwrap ... argv``: ``argv`` run in the sandbox the module's docstring
+    describes. ``readable``: the files and folders bound read-only at their
+    own paths (beyond the system's and Python's: the package, the step files,
+    the learner's file). ``uid``: the throwaway uid that root drops to
+    (default ``throwaway_uid()``; ignored for an ordinary user). ``info_fd``:
+    a descriptor on which bwrap writes the pid of the namespace's init
+    (``child-pid``).
+    ``tmp_bytes``: the size of the private ``/tmp`` (memory, where no cgroup counts it).
+    The command needs the descriptors that it names passed on (``pass_fds``)."""
+    as_root = os.geteuid() == 0 if as_root is None else as_root
+    command = [bwrap_path() or "bwrap", "--die-with-parent", "--new-session"]
+    if as_root:  # root makes the namespaces itself; a user namespace would map the worker to root
+        command += ["--unshare-ipc", "--unshare-pid", "--unshare-net", "--unshare-uts",
+                    "--unshare-cgroup-try"]
+    else:  # (a nested user namespace could remount what the worker sees: refused where bwrap can)
+        command += ["--unshare-user", "--unshare-ipc", "--unshare-pid", "--unshare-net",
+                    "--unshare-uts", "--unshare-cgroup-try"]
+        if "--disable-userns" in _bwrap_help():
+            command.append("--disable-userns")
+    for folder in SYSTEM_FOLDERS:
+        if os.path.islink(folder):
+            command += ["--symlink", os.readlink(folder), folder]
+        elif os.path.isdir(folder):
+            command += ["--ro-bind", folder, folder]
+    command += ["--proc", "/proc", "--dev", "/dev", "--perms", "1777"]
+    if tmp_bytes:
+        command += ["--size", str(tmp_bytes)]
+    command += ["--tmpfs", SANDBOX_HOME]
+    read_only = [folder for folder in SYSTEM_FOLDERS if os.path.isdir(folder)]
+    made = {SANDBOX_HOME}
+    for path in [*python_folders(), *(str(Path(p).resolve()) for p in readable),
+                 *(file for file in ETC_FILES if os.path.exists(file))]:
+        if _within(path, read_only):
+            continue
+        for parent in _parents(path):
+            # bwrap makes a missing folder 0700 (root's): the throwaway user
+            # could not pass through it
+            if parent not in made and not _within(parent, read_only):
+                command += ["--perms", "0755", "--dir", parent]
+                made.add(parent)
+        command += ["--ro-bind", path, path]
+        if os.path.isdir(path):
+            read_only.append(path)
+    command += ["--chdir", SANDBOX_HOME]
+    if info_fd is not None:
+        command += ["--info-fd", str(info_fd)]
+    if as_root:
+        uid = throwaway_uid() if uid is None else uid
+        command += ["--", setpriv_path() or "setpriv", f"--reuid={uid}", f"--regid={uid}",
+                    "--clear-groups", "--inh-caps=-all", "--bounding-set=-all"]
+    else:
+        command += ["--"]
+    return command + list(argv)
+
+
+@functools.lru_cache(maxsize=None)
+def sandbox_problem():
+    """Why the sandbox cannot run on this machine, in a few words, or None
+    when it can (a trial run of ``true`` in it, once per process)."""
+    if not sys.platform.startswith("linux"):
+        return f"bubblewrap runs on Linux only (this is {sys.platform})"
+    if bwrap_path() is None:
+        return "bubblewrap (bwrap) is not installed (sudo apt-get install bubblewrap)"
+    if os.geteuid() == 0 and setpriv_path() is None:
+        return "setpriv (util-linux), which drops root's rights in the sandbox, is not installed"
+    true = shutil.which("true") or "/bin/true"
+    try:
+        done = subprocess.run(sandbox_command([true], readable=[]), stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        return f"bwrap could not be started ({error})"
+    if done.returncode != 0:
+        said = " ".join(done.stderr.decode("utf-8", "replace").split())[:200]
+        said = said or f"exit code {done.returncode}"
+        return f"the kernel refuses bwrap's namespaces here ({said})"
+    return None

@@ -1,0 +1,553 @@
+"""The families of attacks that the bubblewrap sandbox removes, one submission each.
+
+Each row of ``FAMILIES`` is the course's stage-02 file with one trick added,
+checked as stage 03 by a ``check --json`` process of its own (a trick may
+kill the process that ran it). It is run twice: with ``--sandbox required``
+the attack fails and the check reports as usual; with ``--sandbox off`` (the
+contained worker of a machine without bubblewrap) the same attack works,
+which shows that the row tests the sandbox and nothing else.
+
+Then what needs more than one check: the memory of a process tree (a
+cgroup), a stopped process, a class graded together (``grade --jobs 2``),
+and Gradescope's results file.
+"""
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from conftest import STEPS
+from dezero_mini.contracts import bubblewrap, contracts_at
+from dezero_mini.contracts.cgroup import MemoryCgroup
+from dezero_mini.contracts.runner import check_file
+from dezero_mini.contracts.sandbox import Limits, package_folder
+
+FILE_NAME = "step03_weakref_outputs.py"
+TOKEN = "s3cret-grader-token"
+
+needs_sandbox = pytest.mark.skipif(
+    bool(bubblewrap.sandbox_problem()), reason=f"no sandbox here: {bubblewrap.sandbox_problem()}")
+
+
+def stage02_plus(trick):
+    return next(STEPS.glob("step02_*.py")).read_text() + "\n\n# --- the trick ---\n" + trick
+
+
+def run_check(path, mode, *argv, timeout=180):
+    """``check 3 path --json`` as a process of its own: (exit code, stdout,
+    stderr), or None when it did not end within ``timeout`` (it is killed)."""
+    command = [sys.executable, "-I", "-m", "dezero_mini", "check", "3", str(path), "--json",
+               "--batches", "5", "--sandbox", mode, *argv]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=dict(os.environ, GRADER_TOKEN=TOKEN),
+                               start_new_session=True)
+    try:
+        out, err = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGCONT)
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        return None
+    return process.returncode, out, err
+
+
+# --- The tricks: each names what it reaches, and prints whether it did ---------------------
+FORGE_AND_KILL_THE_PARENT = """
+import json, os, signal
+try:  # a report that says "all pass", on the check's own standard output ...
+    with open(f"/proc/{os.getppid()}/fd/1", "w") as _out:
+        _out.write(json.dumps({"status": "passed", "exit_code": 0, "forged": True}))
+    os.kill(os.getppid(), signal.SIGKILL)  # ... and the check dies before it prints its own
+except OSError as error:
+    print("no parent to forge for:", error)
+"""
+
+READ_THE_PARENTS_ENVIRONMENT = """
+import os
+try:
+    print("environ:", open(f"/proc/{os.getppid()}/environ", "rb").read())
+except OSError as error:
+    print("no environ:", error)
+"""
+
+STOP_THE_PARENT = """
+import os, signal
+try:
+    os.kill(os.getppid(), signal.SIGSTOP)
+except OSError as error:
+    print("cannot stop:", error)
+"""
+
+REACH_A_UNIX_SOCKET = """
+import socket
+try:
+    socket.socket(socket.AF_UNIX).connect(SOCKET_PATH)
+    print("connected to the grader's socket")
+except OSError as error:
+    print("no socket:", error)
+"""
+
+WRITE_INTO_THE_INSTALLATION = """
+for _target in TARGETS:
+    try:
+        with open(_target, "w") as _file:
+            _file.write("# graded as the attacker wishes")
+        print("wrote", _target)
+    except OSError as error:
+        print("cannot write:", error)
+"""
+
+
+@dataclass
+class Family:
+    name: str
+    trick: str
+    worked: object  # (outcome, context) -> whether the attack did what it wanted
+    argv: tuple = ()
+
+
+def _forged(outcome, context):
+    return outcome is not None and '"forged": true' in outcome[1]
+
+
+def _token_read(outcome, context):
+    return outcome is not None and TOKEN in outcome[1]
+
+
+def _check_hung(outcome, context):
+    return outcome is None
+
+
+def _socket_reached(outcome, context):
+    return context["knocked"].is_set()
+
+
+def _installation_written(outcome, context):
+    return any(Path(target).exists() for target in context["targets"])
+
+
+FAMILIES = [
+    Family("forges_a_report_and_kills_its_check", FORGE_AND_KILL_THE_PARENT, _forged),
+    Family("reads_the_checks_environment", READ_THE_PARENTS_ENVIRONMENT, _token_read),
+    Family("stops_its_check", STOP_THE_PARENT, _check_hung, ("--total-timeout", "20")),
+    Family("reaches_a_unix_socket_of_the_grader", REACH_A_UNIX_SOCKET, _socket_reached),
+    Family("writes_bytecode_into_the_installation", WRITE_INTO_THE_INSTALLATION,
+           _installation_written),
+]
+
+
+@pytest.fixture
+def context(tmp_path):
+    """What the tricks aim at: a Unix socket that the grader listens on (in
+    the file's own folder), and files in the installation's ``__pycache__``
+    and site-packages (probe names, removed afterwards)."""
+    server = socket.socket(socket.AF_UNIX)
+    socket_path = str(tmp_path / "grader.sock")
+    server.bind(socket_path)
+    server.listen()
+    knocked = threading.Event()
+
+    def listen():
+        try:
+            server.accept()[0].close()
+            knocked.set()
+        except OSError:
+            pass
+
+    threading.Thread(target=listen, daemon=True).start()
+    site = next(p for p in sys.path if p.endswith("site-packages"))
+    probe = f"dezero_probe_{os.getpid()}_{tmp_path.name}"
+    targets = [str(Path(package_folder()) / "__pycache__" / f"{probe}.pyc"),
+               str(Path(site) / f"{probe}.txt")]
+    yield {"socket_path": socket_path, "knocked": knocked, "targets": targets}
+    server.close()
+    for target in targets:
+        Path(target).unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("mode", ["required", "off"])
+@pytest.mark.parametrize("family", FAMILIES, ids=lambda family: family.name)
+def test_each_family_is_stopped_by_the_sandbox_and_only_by_it(family, mode, context, tmp_path):
+    if mode == "required" and bubblewrap.sandbox_problem():
+        pytest.skip(f"no sandbox here: {bubblewrap.sandbox_problem()}")
+    path = tmp_path / FILE_NAME
+    trick = family.trick.replace("SOCKET_PATH", repr(context["socket_path"]))
+    path.write_text(stage02_plus(trick.replace("TARGETS", repr(context["targets"]))))
+    outcome = run_check(path, mode, *family.argv, timeout=60)
+    if mode == "off":  # the attack works without the sandbox: the row tests the sandbox
+        assert family.worked(outcome, context), outcome
+        return
+    assert not family.worked(outcome, context), outcome
+    code, out, err = outcome
+    report = json.loads(out)
+    assert report["sandboxed"] is True and code == report["exit_code"] == 1, err
+    assert len(contracts_at(3)) - report["passed"] == 3  # the stage-02 file fails honestly
+    assert TOKEN not in out
+
+
+# --- A stopped or frozen process in the sandbox ----------------------------------------------
+STOP_ITSELF = """
+import os, signal
+if os.fork() == 0:
+    os.kill(os.getpid(), signal.SIGSTOP)  # a stopped child, never reaped
+os.kill(os.getpid(), signal.SIGSTOP)      # and the worker itself
+"""
+
+
+@pytest.mark.parametrize("mode", ["required", "off"])
+def test_a_stopped_worker_ends_at_the_total_time_limit_with_a_report(mode, tmp_path):
+    if mode == "required" and bubblewrap.sandbox_problem():
+        pytest.skip(f"no sandbox here: {bubblewrap.sandbox_problem()}")
+    path = tmp_path / FILE_NAME
+    path.write_text(stage02_plus(STOP_ITSELF))
+    code, out, _ = run_check(path, mode, "--total-timeout", "5", timeout=60)
+    report = json.loads(out)
+    assert code == 2 and "importing it took longer than 5 s" in report["message"], report
+
+
+# --- The memory of a process tree ------------------------------------------------------------
+FORK_AND_FILL = """
+import os, time
+_children = []
+for _ in range(4):  # four processes of 100 MiB each: each under the limit, the tree over
+    _pid = os.fork()
+    if _pid == 0:
+        _block = bytearray(100 << 20)
+        for _i in range(0, len(_block), 4096):
+            _block[_i] = 1
+        time.sleep(30)
+        os._exit(0)
+    _children.append(_pid)
+time.sleep(6)
+_done = [os.waitpid(_pid, os.WNOHANG) for _pid in _children]
+print("children alive after filling:", len([pid for pid, _ in _done if pid == 0]))
+"""
+
+
+@needs_sandbox
+@pytest.mark.parametrize("mode", ["required", "off"])
+def test_the_memory_of_the_whole_tree_is_bounded(mode, tmp_path):
+    """Four processes of 100 MiB, each under a per-process limit of 400 MiB:
+    the cgroup counts them together and the kernel kills for its limit;
+    without the sandbox each process keeps only its own limit."""
+    # (The message for a worker killed this way is held in test_describe_limit_names_the_tree.)
+    probe = MemoryCgroup.create(1 << 30, f"dezero_mini_probe_{os.getpid()}")
+    if probe is None:
+        pytest.skip("no memory cgroup can be made here: each process keeps only its own limit "
+                    "(docs/classroom.md says so)")
+    probe.remove()
+    path = tmp_path / FILE_NAME
+    path.write_text(stage02_plus(FORK_AND_FILL))
+    report = check_file(3, path, batches=5, limits=Limits(memory_mib=400), sandbox=mode)
+    if mode == "off":
+        assert "children alive after filling: 4" in report.output, report.output
+        return
+    # The kernel killed a process of the tree (a child here; the worker when it
+    # is the one that goes beyond, and the report then names the limit).
+    assert re.search(r"children alive after filling: [0-3]\b", report.output) or (
+        "the file's processes used more than 400 MiB of memory together" in report.message), report
+
+
+# --- Gradescope's results file ------------------------------------------------------------------
+FORGE_RESULTS_THEN_KILL = """
+import json, os, signal
+from pathlib import Path
+_results = Path(__file__).resolve().parents[1] / "results" / "results.json"
+try:
+    _results.write_text(json.dumps({"score": 99, "tests": [], "output": "forged"}))
+    print("wrote the results")
+except OSError as error:
+    print("no results file:", error)
+try:
+    os.kill(os.getppid(), signal.SIGKILL)
+except OSError as error:
+    print("cannot kill:", error)
+"""
+
+
+@pytest.mark.parametrize("mode", ["required", "off"])
+def test_gradescope_never_keeps_results_that_the_submission_wrote(mode, tmp_path):
+    if mode == "required" and bubblewrap.sandbox_problem():
+        pytest.skip(f"no sandbox here: {bubblewrap.sandbox_problem()}")
+    root = tmp_path / "autograder"
+    (root / "submission").mkdir(parents=True)
+    (root / "submission" / FILE_NAME).write_text(stage02_plus(FORGE_RESULTS_THEN_KILL))
+    script = Path(__file__).resolve().parents[1] / "graders" / "gradescope" / "run_autograder"
+    env = dict(os.environ, DEZERO_MINI_AUTOGRADER_ROOT=str(root), DEZERO_MINI_STAGE="3",
+               DEZERO_MINI_PYTHON=sys.executable,
+               DEZERO_MINI_CHECK_OPTIONS=f"--batches 5 --sandbox {mode}")
+    subprocess.run(["bash", str(script)], env=env, capture_output=True, timeout=300, check=True)
+    results = json.loads((root / "results" / "results.json").read_text())
+    assert results["score"] != 99 and results.get("output") != "forged", results
+    if mode == "required":  # the grader's own report: the stage-02 file fails honestly
+        assert [test["status"] for test in results["tests"]].count("failed") == 3, results
+
+
+# --- A class graded together --------------------------------------------------------------------
+ATTACK_THE_CLASSMATES = """
+import os, signal, time
+_me = os.getpid()
+for _round in range(20):  # for a while, at every process it can see
+    for _entry in os.listdir("/proc"):
+        if not _entry.isdigit() or int(_entry) == _me:
+            continue
+        try:
+            _command = open(f"/proc/{_entry}/cmdline", "rb").read()
+        except OSError:
+            continue
+        if CLASS_FOLDER.encode() not in _command:  # (never a process outside this test)
+            continue
+        for _fd in range(3, 12):  # write into its pipes, the result channel among them
+            try:
+                with open(f"/proc/{_entry}/fd/{_fd}", "wb") as _pipe:
+                    _pipe.write(b"0 forged {}\\n")
+            except OSError:
+                pass
+        for _signal in (signal.SIGSTOP, signal.SIGKILL):
+            try:
+                os.kill(int(_entry), _signal)
+            except OSError:
+                pass
+    time.sleep(0.2)
+"""
+
+FORK_MANY = """
+import os, time
+for _ in range(200):  # beyond its process limit
+    try:
+        if os.fork() == 0:
+            time.sleep(60)
+            os._exit(0)
+    except OSError:
+        break
+"""
+
+
+@needs_sandbox
+def test_a_class_graded_together_gives_every_honest_file_its_own_row(tmp_path):
+    """Honest files (the stage-02 file, which fails 3 contracts) and hostile
+    ones (signalling, writing into and stopping every process of the class
+    it can find, forking without end, forging a report) graded with
+    ``--jobs 2``: every honest row is what it is when graded alone."""
+    from dezero_mini import cli
+
+    honest, hostile = ["alice", "bob", "carol"], {
+        "mallory": ATTACK_THE_CLASSMATES.replace("CLASS_FOLDER", repr(str(tmp_path))),
+        "trudy": FORK_MANY, "oscar": FORGE_AND_KILL_THE_PARENT}
+    folders = []
+    for student in ["mallory", "alice", "trudy", "bob", "oscar", "carol"]:
+        folder = tmp_path / "class" / student
+        folder.mkdir(parents=True)
+        (folder / FILE_NAME).write_text(stage02_plus(hostile.get(student, "")))
+        folders.append(str(folder))
+
+    def grade(submissions, csv_name):
+        csv_path = tmp_path / csv_name
+        assert cli.main(["grade", "3", *submissions, "--csv", str(csv_path), "--batches", "5",
+                         "--jobs", "2"]) == 0
+        import csv
+        with open(csv_path) as rows:
+            return {row["student"]: row for row in csv.DictReader(rows)}
+
+    together = grade(folders, "together.csv")
+    alone = grade([folders[1]], "alone.csv")["alice"]
+    kept = [key for key in alone if key not in ("student", "path", "seconds")]
+    for student in honest:
+        assert {key: together[student][key] for key in kept} == {key: alone[key] for key in kept}, (
+            student, together[student], alone)
+    assert alone["status"] == "failed" and alone["passed"] == str(len(contracts_at(3)) - 3)
+    assert together["oscar"]["status"] != "passed"
+
+
+def test_describe_limit_names_the_tree():
+    from dezero_mini.contracts.sandbox import describe_limit
+
+    assert describe_limit(Limits(memory_mib=400), -9, "", memory_killed=True) == (
+        "the file's processes used more than 400 MiB of memory together (the limit of the "
+        "whole sandbox)")
+    assert describe_limit(Limits(memory_mib=400), -9, "") is None
+
+
+# --- grade: a folder and weights that no submission can reach ---------------------------------
+PLANT_A_PACKAGE_FOR_THE_NEXT_CHECKS = """
+import glob, json, os, tempfile
+_forged = {"status": "passed", "points": 99, "max_points": 99, "passed": 6, "total": 6,
+           "contracts": [], "message": ""}
+_folders = glob.glob(os.path.join(tempfile.gettempdir(), "dezero_mini_grade_*"))
+for _folder in _folders + [os.getcwd()]:
+    try:
+        os.makedirs(os.path.join(_folder, "dezero_mini"), exist_ok=True)
+        with open(os.path.join(_folder, "dezero_mini", "__init__.py"), "w") as _init:
+            _init.write("print(%r)\\nraise SystemExit(0)\\n" % json.dumps(_forged))
+        with open(os.path.join(_folder, "dezero_mini", "__main__.py"), "w") as _main:
+            _main.write("")
+        with open(os.path.join(_folder, "weights.json"), "w") as _weights:
+            _weights.write(json.dumps({"new": 99, "inherited": 99}))
+    except OSError:
+        pass
+"""
+
+
+def test_grade_starts_each_check_where_no_submission_wrote(tmp_path):
+    """Without the sandbox too (``--sandbox off``): a submission plants a
+    ``dezero_mini/`` package and a weights file in every folder of grade's
+    it can find, for the checks after it. Each check starts with ``python -I``
+    from an empty folder of its own and reads its weights on standard input:
+    the next student's row is theirs."""
+    from dezero_mini import cli
+
+    folders = []
+    for student, trick in (("mallory", PLANT_A_PACKAGE_FOR_THE_NEXT_CHECKS), ("alice", "")):
+        folder = tmp_path / student
+        folder.mkdir()
+        (folder / FILE_NAME).write_text(stage02_plus(trick))
+        folders.append(str(folder))
+    weights = tmp_path / "weights.json"
+    weights.write_text(json.dumps({"new": 2, "inherited": 1}))
+    csv_path = tmp_path / "grades.csv"
+    assert cli.main(["grade", "3", *folders, "--csv", str(csv_path), "--batches", "5",
+                     "--jobs", "1", "--sandbox", "off", "--weights", str(weights)]) == 0
+    import csv
+    with open(csv_path) as rows:
+        alice = {row["student"]: row for row in csv.DictReader(rows)}["alice"]
+    assert alice["status"] == "failed" and alice["max_points"] == "9", alice
+
+
+def test_grade_gives_the_weights_on_standard_input_only():
+    from dezero_mini.contracts.scoring import Weights
+    from dezero_mini.grading.batch import Grading
+
+    grading = Grading(number=3, weights=Weights.from_mapping({"new": 5}))
+    argv = grading.check_argv("x.py")
+    assert argv[1] == "-I" and argv[argv.index("--weights") + 1] == "-"
+    assert json.loads(grading.weights_input())["new"] == 5
+
+
+# --- Where the sandbox cannot run ------------------------------------------------------------
+@pytest.fixture
+def no_bwrap(monkeypatch):
+    missing = "bubblewrap (bwrap) is not installed (sudo apt-get install bubblewrap)"
+    monkeypatch.setattr(bubblewrap, "sandbox_problem", lambda: missing)
+
+
+def test_check_says_so_in_one_line_and_runs_the_file(no_bwrap, tmp_path, capsys):
+    from dezero_mini import cli
+
+    path = tmp_path / FILE_NAME
+    path.write_text(stage02_plus(""))
+    assert cli.main(["check", "3", str(path), "--json", "--batches", "5"]) == 1
+    out, err = capsys.readouterr()
+    assert err.splitlines() == [
+        "dezero_mini check: note: running the file without its sandbox: bubblewrap (bwrap) is "
+        "not installed (sudo apt-get install bubblewrap)"]
+    assert json.loads(out)["sandboxed"] is False
+
+
+def test_grading_refuses_without_the_sandbox_unless_told(no_bwrap, tmp_path, capsys):
+    from dezero_mini import cli
+
+    path = tmp_path / FILE_NAME
+    path.write_text(stage02_plus(""))
+    csv_path = tmp_path / "grades.csv"
+    assert cli.main(["grade", "3", str(path), "--csv", str(csv_path)]) == 2
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "--sandbox auto" in err and not csv_path.exists()
+    results = tmp_path / "results.json"
+    assert cli.main(["check", "3", str(path), "--gradescope", str(results), "--json"]) == 2
+    assert "cannot check step03_weakref_outputs.py in its sandbox: bubblewrap (bwrap) is not " \
+           "installed" in json.loads(results.read_text())["output"]
+
+
+# --- The command line of the sandbox -----------------------------------------------------------
+def test_the_sandbox_shows_the_learners_file_and_the_earlier_stages_only(tmp_path):
+    learner = tmp_path / "class" / "alice" / FILE_NAME
+    steps = bubblewrap.visible_step_files(4, STEPS)
+    assert [Path(step).name[:6] for step in steps] == ["step01", "step02", "step03"]
+    for as_root in (True, False):
+        command = bubblewrap.sandbox_command(["python"], readable=[str(learner), *steps],
+                                             as_root=as_root)
+        binds = [command[i + 1] for i, word in enumerate(command) if word == "--ro-bind"]
+        assert str(learner) in binds and str(learner.parent) not in binds
+        assert not any("step04" in bind or bind == str(STEPS) for bind in binds)
+        assert "--die-with-parent" in command and command[-1] == "python"
+        if as_root:  # a uid of its own, no capability, before Python starts
+            reuid = next(word for word in command if word.startswith("--reuid="))
+            assert int(reuid.split("=")[1]) >= bubblewrap.THROWAWAY_UID_BASE
+            assert "--bounding-set=-all" in command
+        else:
+            assert "--unshare-user" in command and "--unshare-pid" in command
+
+
+# --- The stack dump: a pipe, not a file the submission could replace --------------------------
+FIFO_THEN_LOOP = """
+import os
+for _name in (".checker_stack.txt", "stack.txt"):  # where a dump file was once, and might be
+    try:
+        os.mkfifo(_name)
+    except OSError:
+        pass
+while True:  # HANG HERE
+    pass
+"""
+
+
+@pytest.mark.parametrize("mode", ["required", "off"])
+def test_a_fifo_where_the_stack_dump_was_does_not_hang_the_check(mode, tmp_path):
+    """The worker's stack comes back on a pipe of the checker's: a FIFO in
+    the worker's folder, which once stood in for the dump file and hung the
+    check, is read by nobody; the check ends at its limit and says where."""
+    if mode == "required" and bubblewrap.sandbox_problem():
+        pytest.skip(f"no sandbox here: {bubblewrap.sandbox_problem()}")
+    path = tmp_path / FILE_NAME
+    path.write_text(stage02_plus(FIFO_THEN_LOOP))
+    outcome = run_check(path, mode, "--total-timeout", "8", timeout=90)
+    assert outcome is not None
+    report = json.loads(outcome[1])
+    assert "importing it took longer than 8 s" in report["message"], report
+    assert "step03_weakref_outputs.py line" in report["message"], report
+
+
+# --- The memory of the tree, read by the checker ---------------------------------------------
+def memory_in_a_child(folder):
+    """The stage-03 reference, plus a child process forked at the first
+    backward that fills 200 MiB: the worker's own memory and its traced
+    bytes stay flat; the tree's grows."""
+    text = next(STEPS.glob("step03_*.py")).read_text()
+    text = text.replace("import weakref\n", "import os as _os, time as _time\nimport weakref\n"
+                        "_FORKED = []\n", 1)
+    return re.sub(r"^(    def backward\(self.*\):\n)",
+                  "\\1        if not _FORKED:\n"
+                  "            _FORKED.append(_os.fork())\n"
+                  "            if _FORKED[0] == 0:\n"
+                  "                _block = bytearray(200 << 20)\n"
+                  "                for _i in range(0, len(_block), 4096):\n"
+                  "                    _block[_i] = 1\n"
+                  "                _time.sleep(120)\n"
+                  "                _os._exit(0)\n",
+                  text, count=1, flags=re.MULTILINE)
+
+
+@pytest.mark.parametrize("reading", ["the tree", "the worker alone"])
+def test_the_memory_cross_check_reads_the_whole_tree(reading, tmp_path, monkeypatch):
+    from dezero_mini.contracts import sandbox
+
+    if reading == "the worker alone":  # as the checker read it before: one process
+        monkeypatch.setattr(sandbox.Worker, "memory",
+                            lambda self: sandbox.resident_bytes(self.pid) if self.pid else None)
+    path = tmp_path / FILE_NAME
+    path.write_text(memory_in_a_child(tmp_path))
+    report = check_file(3, path, batches=20, names=["traced_bytes_flat"])
+    (result,) = report.results
+    if reading == "the worker alone":
+        assert result.passed, result
+        return
+    assert not result.passed and result.error == "contradiction", result
+    assert re.search(r"while its RSS grew (\d+) MiB", result.measured), result.measured
