@@ -26,9 +26,9 @@ import pytest
 from conftest import ROOT, STEPS
 from dezero_mini import cli
 from dezero_mini.contracts import contracts_at, names_needed_at
-from dezero_mini.contracts.runner import check_file
+from dezero_mini.contracts.runner import check_file, memory_budget
 from dezero_mini.contracts import sandbox
-from dezero_mini.contracts.sandbox import Limits
+from dezero_mini.contracts.sandbox import MIB, Limits
 
 HONEST_FAILS = 3  # of stage 03's 6 contracts, by the stage-02 file
 FILE_NAME = "step03_weakref_outputs.py"
@@ -185,6 +185,132 @@ HOSTILE = [
 ]
 
 
+# --- Issue 35: the parent parses under limits; lies that replace nothing sealed ----------------
+def deep_expression(folder):
+    """5,000 terms in one expression: deeper than the parent's walk of the tree goes."""
+    return step_text(2) + "\n_x = " + "+".join(["1"] * 5000) + "\n"
+
+
+def too_large(folder):
+    """The stage-02 file padded past Gradescope's 1 MiB with a comment."""
+    return step_text(2) + "\n#" + "x" * (1 << 20) + "\n"
+
+
+LIE_TO_ISINSTANCE = """
+class _Liar(type):
+    def __instancecheck__(cls, obj):  # "none of these is mine", to whoever asks
+        return False
+
+    def __subclasscheck__(cls, other):
+        return False
+
+
+Variable = _Liar("Variable", (Variable,), {"__module__": __name__})
+Function = _Liar("Function", (Function,), {"__module__": __name__})
+"""
+
+CLEAR_TRACES_WITH_A_BALLAST = """
+import tracemalloc
+_BALLAST = [b"x" * (1 << 20) for _ in range(240)]  # 240 MiB, touched, held while loading
+_backward = Variable.backward
+
+
+def _backward_then_forget(self, *args, **kwargs):
+    _BALLAST.clear()  # the RSS falls by what the graphs will take
+    _backward(self, *args, **kwargs)
+    tracemalloc.clear_traces()  # and the traced bytes of every batch start again from 0
+
+
+Variable.backward = _backward_then_forget
+"""
+
+EMPTY_GC_GARBAGE_FROM_A_CALLBACK = """
+import gc
+
+
+def _empty_the_garbage(phase, info):
+    if phase == "stop":
+        gc.garbage.clear()
+
+
+gc.callbacks.append(_empty_the_garbage)
+"""
+
+EMPTY_GC_GARBAGE_FROM_A_PASSING_CALLBACK = """
+import gc
+_backward = Variable.backward
+
+
+def _empty_the_garbage_once(phase, info):  # gone again before the contract ends
+    if phase == "stop":
+        gc.garbage.clear()
+        gc.callbacks.remove(_empty_the_garbage_once)
+
+
+def _backward_then_arm(self, *args, **kwargs):
+    _backward(self, *args, **kwargs)
+    if _empty_the_garbage_once not in gc.callbacks:
+        gc.callbacks.append(_empty_the_garbage_once)
+
+
+Variable.backward = _backward_then_arm
+"""
+
+SET_A_PROFILE_HOOK = """
+import sys
+sys.setprofile(lambda frame, event, arg: None)  # sees every call of the checker's
+"""
+
+REPLACE_A_SEALED_MODULE = """
+import sys, types
+_fake = types.ModuleType("dezero_mini.contracts.bench")
+_fake.__dict__.update(sys.modules["dezero_mini.contracts.bench"].__dict__)
+_fake.forget_graphs = lambda module: None
+sys.modules["dezero_mini.contracts.bench"] = _fake  # what a later import finds
+"""
+
+def ballast_traded_for_hidden_memory(folder):
+    """The stage-03 reference (flat traced bytes), plus 300 MiB of ballast
+    held from loading, traded 1 MiB at a time for memory that tracemalloc
+    cannot see (anonymous mmaps, one per backward): the RSS stays flat, at
+    300 MiB above what the stage needs."""
+    text = step_text(3).replace(
+        "import weakref\n",
+        "import mmap\nimport weakref\n_BALLAST = [b'x' * (1 << 20) for _ in range(300)]\n"
+        "_HIDDEN = []\n", 1)
+    return re.sub(r"^(    def backward\(self.*\):\n)",
+                  "\\1        if _BALLAST:\n"
+                  "            _BALLAST.pop()\n"
+                  "            _HIDDEN.append(mmap.mmap(-1, 1 << 20))\n"
+                  "            _HIDDEN[-1].write(b'x' * (1 << 20))\n",
+                  text, count=1, flags=re.MULTILINE)
+
+
+HOSTILE += [
+    Hostile("nests_an_expression_5000_deep", deep_expression, 2,
+            rf"cannot be checked: {FILE_NAME} is too complex to parse \(RecursionError"),
+    Hostile("is_larger_than_1_MiB", too_large, 2,
+            rf"cannot be checked: {FILE_NAME} is more than 1048576 bytes"),
+    Hostile("lies_to_isinstance_with_a_metaclass", stage02_plus(LIE_TO_ISINSTANCE), 1,
+            r"(?s)^(?!.*\b0 live objects)"),
+    Hostile("clears_tracemallocs_traces_behind_a_ballast", stage02_plus(CLEAR_TRACES_WITH_A_BALLAST),
+            2, r"tampering detected: while \w+ ran, tracemalloc's traces were cleared"),
+    Hostile("empties_gc_garbage_from_a_callback", stage02_plus(EMPTY_GC_GARBAGE_FROM_A_CALLBACK), 2,
+            r"tampering detected: loading .* replaced gc\.callbacks \(its entries\)"),
+    Hostile("empties_gc_garbage_from_a_callback_it_removes",
+            stage02_plus(EMPTY_GC_GARBAGE_FROM_A_PASSING_CALLBACK), 1,
+            r"(?m)^[1-9]\d+$"),  # the Variables and Functions the collector found
+    Hostile("sets_a_profile_hook", stage02_plus(SET_A_PROFILE_HOOK), 2,
+            r"tampering detected: loading .* replaced the profile function \(sys\.setprofile\)"),
+    Hostile("replaces_a_sealed_module_in_sys_modules", stage02_plus(REPLACE_A_SEALED_MODULE), 2,
+            r"tampering detected: loading .* replaced sys\.modules\['dezero_mini\.contracts\.bench'\]"),
+    Hostile("trades_a_ballast_for_memory_hidden_from_tracemalloc",
+            ballast_traded_for_hidden_memory, 1,
+            r"the worker reported -?\d+\.\d KiB per batch while its RSS reached (?P<peak>\d+) MiB, "
+            r"above the \d+ MiB", argv=("--batches", "20")),
+]
+
+
 def run_check(capsys, path, argv):
     started = time.monotonic()
     code = cli.main(["check", "3", str(path), "--json", *argv])
@@ -217,6 +343,8 @@ def test_a_hostile_submission_is_not_a_pass(case, tmp_path, capsys, monkeypatch)
         assert sum(c["measured"].startswith("not run") for c in report["contracts"]) >= 1
     if "mib" in found.groupdict():
         assert int(found["mib"]) >= 128
+    if "peak" in found.groupdict():
+        assert int(found["peak"]) * MIB > memory_budget(3)
 
 
 def test_the_stage02_file_alone_fails_honestly(tmp_path, capsys):

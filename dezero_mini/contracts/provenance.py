@@ -3,11 +3,15 @@
 A stage file must define the stage's names (``Stage.needs``: ``Variable``,
 ``Function``, ...) itself. Three checks, each of which names what it found:
 
-* ``reference_of(path)``, in the grading parent, without running the file:
+* ``reference_of(tree)``, in the grading parent, without running the file:
   the file is one of the course's own ``steps/`` files, comments, docstrings
   and layout aside (its syntax tree is the same);
-* ``imported_names(path, names)``, in the parent too: a needed name that the
+* ``imported_names(tree, names)``, in the parent too: a needed name that the
   file imports (``from dezero_mini import Variable``) instead of defining it;
+
+both on the tree of ``parse_submission``, which reads at most
+``MAX_SUBMISSION_BYTES`` and turns what the parser cannot hold into a
+``CannotCheck`` with a reason, never a traceback in the parent;
 * ``borrowed_names(module, path, names)``, in the worker once the file is
   loaded: a class or function whose code lives in another file
   (``dezero_mini``, ``steps/``, ``load_stage``), wherever it was bound.
@@ -28,26 +32,64 @@ def _without_docstrings(tree):
     return tree
 
 
-def code_fingerprint(source):
-    """The syntax tree of ``source`` without comments, docstrings and layout
-    (None when it does not parse)."""
+#: The largest file taken as a submission (Gradescope's limit too): a stage
+#: file is a few hundred lines, and the grading parent parses what it takes.
+MAX_SUBMISSION_BYTES = 1024 * 1024
+
+
+class CannotCheck(ValueError):
+    """A submission that the grading parent will not parse: too large, or
+    beyond what the parser can hold. The message says why, in one line."""
+
+
+def parse_submission(path):
+    """The syntax tree of the submission at ``path``, read at most
+    ``MAX_SUBMISSION_BYTES``; None when it does not parse (loading it in the
+    worker reports the SyntaxError). CannotCheck for a larger file or one
+    that the parser cannot hold (its expressions nest too deeply, or it
+    needs more memory than there is): the parent never raises on what a
+    submission holds. OSError when it cannot be read."""
+    path = Path(path)
+    with open(path, "rb") as file:
+        data = file.read(MAX_SUBMISSION_BYTES + 1)
+    if len(data) > MAX_SUBMISSION_BYTES:
+        raise CannotCheck(f"{path.name} is more than {MAX_SUBMISSION_BYTES} bytes, more than a "
+                          "stage file can be: submit the stage file alone")
     try:
-        return ast.dump(_without_docstrings(ast.parse(source)))
-    except (SyntaxError, ValueError):
+        return ast.parse(data.decode("utf-8", "replace"))
+    except (SyntaxError, ValueError):  # (ValueError: a null byte, on Python 3.11)
         return None
+    except (RecursionError, MemoryError) as error:
+        raise CannotCheck(too_complex(path, error)) from None
 
 
-def reference_of(path, first_stage):
+def too_complex(path, error):
+    """Why a file beyond the parser's limits cannot be checked."""
+    return (f"{Path(path).name} is too complex to parse ({type(error).__name__}: its "
+            "expressions nest too deeply or it is too large): write it as a stage file is written")
+
+
+def code_fingerprint(tree):
+    """The syntax tree ``tree`` without comments, docstrings and layout, as
+    text (None for no tree). (RecursionError for a tree nested deeper than
+    the parser's own limit: ``ast.dump`` recurses.)"""
+    if tree is None:
+        return None
+    return ast.dump(_without_docstrings(tree))
+
+
+def reference_of(tree, first_stage):
     """The course's step file (a Path) of stage ``first_stage`` or later whose
-    code ``path`` is, or None. (The stage a learner starts from is not in that
-    range: it honestly fails the new contracts.)"""
+    code the submission's syntax tree ``tree`` (``parse_submission``) is, or
+    None. (The stage a learner starts from is not in that range: it
+    honestly fails the new contracts.)"""
     from dezero_mini.memory.stages import _discover
 
-    mine = code_fingerprint(Path(path).read_text(errors="replace"))
+    mine = code_fingerprint(tree)
     if mine is None:
         return None
     for number, _, step in _discover():
-        if number >= first_stage and code_fingerprint(step.read_text()) == mine:
+        if number >= first_stage and code_fingerprint(ast.parse(step.read_text())) == mine:
             return step
     return None
 
@@ -63,15 +105,13 @@ def _top_level_statements(body):
             yield from _top_level_statements(handler.body)
 
 
-def imported_names(path, names):
-    """{name: what it imports} for each of ``names`` that the file at
-    ``path`` binds with an ``import`` at its top level and defines nowhere
-    else there. Empty for a file that does not parse (loading it reports the
-    SyntaxError). (A name bound only at run time, by ``globals().update`` or
-    ``exec``, is ``borrowed_names``'s to find.)"""
-    try:
-        tree = ast.parse(Path(path).read_text(errors="replace"))
-    except (SyntaxError, ValueError):
+def imported_names(tree, names):
+    """{name: what it imports} for each of ``names`` that the submission's
+    syntax tree ``tree`` (``parse_submission``) binds with an ``import`` at
+    its top level and defines nowhere else there. Empty for no tree (loading
+    the file reports the SyntaxError). (A name bound only at run time, by
+    ``globals().update`` or ``exec``, is ``borrowed_names``'s to find.)"""
+    if tree is None:
         return {}
     defined, imported = set(), {}
     for node in _top_level_statements(tree.body):

@@ -31,9 +31,10 @@ from typing import Optional
 from dezero_mini.atomic import not_a_file
 from dezero_mini.contracts import get_stage
 from dezero_mini.contracts.runner import DEFAULT_TIMEOUT, DEFAULT_TOTAL_TIMEOUT
-from dezero_mini.contracts.scoring import display_points, select_contracts
+from dezero_mini.contracts.scoring import Weights, display_points, select_contracts
 from dezero_mini.grading.files import write_atomically
 from dezero_mini.grading.gradescope import unchecked_report
+from dezero_mini.printable import printable
 
 #: Seconds a check may take beyond its per-contract limits before the
 #: grader gives up on it (starting Python, loading the file).
@@ -54,17 +55,27 @@ class Submission:
     path: Path
     file: Optional[Path]
     problem: Optional[str] = None
+    status: str = "missing"  # the row's status when there is a problem
 
 
 def find_submissions(number, arguments):
     """The ``Submission`` of each argument: a stage file, or a folder that
     holds the stage's file (``stepNN_<name>.py``). A path that does not
     exist, or one given twice, is a SubmissionError; a folder without the
-    stage file is a submission with a problem (it gets a row, with 0 points)."""
+    stage file is a submission with a problem (it gets a row, with 0 points,
+    status "missing"), and so is a symbolic link where the file or folder
+    should be (status "error": it is never followed)."""
     stage = get_stage(number)
     found, seen = [], {}
     for argument in arguments:
         path = Path(argument)
+        link = _link_in(path, stage.file_name)
+        if link is not None:  # never followed: it could lead to a classmate's file
+            student = path.name if path.name != stage.file_name else path.absolute().parent.name
+            found.append(Submission(student, path, None, (
+                f"{str(link)!r} is a link, not a file: a submission must be the file itself "
+                "(a link could lead to another student's file)"), status="error"))
+            continue
         if not path.exists():
             raise SubmissionError(f"no such file or folder: {str(path)!r} (give each "
                                   f"student's {stage.file_name}, or a folder that holds it)")
@@ -92,6 +103,15 @@ def find_submissions(number, arguments):
             raise SubmissionError(f"{str(path)!r} is neither a file nor a folder")
         found.append(Submission(student, path, file))
     return found
+
+
+def _link_in(path, file_name):
+    """``path`` or, for a folder, its ``file_name``, when it is a symbolic
+    link; else None."""
+    if path.is_symlink():
+        return path
+    inside = path / file_name
+    return inside if path.is_dir() and inside.is_symlink() else None
 
 
 class _Running:
@@ -183,6 +203,11 @@ class Grading:
             argv += ["--weights", str(weights_file)]
         return argv
 
+    def expected_points(self):
+        """``{name: points}`` of the contracts every report must list, in order."""
+        selected = select_contracts(self.number, self.names)
+        return (self.weights or Weights()).points_at(self.number, selected)
+
     def check_limit(self):
         """The seconds after which a check is given up: every contract's
         limit and the loading's, at most the check's total, and the slack."""
@@ -229,7 +254,7 @@ def _grade_one(grading, submission, running, scratch, weights_file):
     if submission.file is None:
         report = unchecked_report(grading.number, submission.path, submission.problem,
                                   grading.weights, grading.names).as_dict()
-        report["status"] = "missing"
+        report["status"] = submission.status
         return _row(submission, report, 0.0)
     done = running.run(grading.check_argv(submission.file, weights_file), scratch,
                        grading.check_limit())
@@ -237,16 +262,65 @@ def _grade_one(grading, submission, running, scratch, weights_file):
     if done is None:
         raise KeyboardInterrupt  # grading is being stopped
     code, out, err = done
+    problem = report_problem(out, code, grading.expected_points())
+    if problem is None:
+        report = json.loads(out)
+    else:
+        message = " ".join(err.decode("utf-8", "replace").split())[-500:]
+        report = unchecked_report(
+            grading.number, submission.file,
+            f"check ended with exit code {code}" + (f": {message}" if message else "")
+            + f"; its report cannot be used: {problem}", grading.weights, grading.names).as_dict()
+    return _row(submission, report, seconds)
+
+
+_EXIT_CODES = {"passed": 0, "failed": 1, "error": 2}
+
+
+def report_problem(out, code, expected_points):
+    """Why the standard output ``out`` of a check that exited with ``code``
+    is not a report that ``grade`` can take, or None when it is. What a
+    check prints is the learner's reach (a worker that writes on its
+    parent's output, then kills it): a report counts only when it is one
+    JSON object with every field of the right type, its status and exit
+    code agree with the check's own exit, and it lists the stage's contracts
+    (``expected_points``: ``{name: points}``, in course order) each with
+    those points, earned whole when it passed and not at all otherwise."""
     try:
         report = json.loads(out)
-        if not isinstance(report, dict) or "contracts" not in report:
-            raise ValueError("not a report")
-    except ValueError:
-        message = " ".join(err.decode("utf-8", "replace").split())[-500:]
-        report = unchecked_report(grading.number, submission.file,
-                                  f"check ended with exit code {code}: {message}",
-                                  grading.weights, grading.names).as_dict()
-    return _row(submission, report, seconds)
+    except (ValueError, RecursionError) as error:  # (UnicodeDecodeError is a ValueError)
+        return f"not JSON ({type(error).__name__})" if out.strip() else "it printed nothing"
+    if type(report) is not dict:
+        return "not a JSON object"
+    kinds = {"status": str, "exit_code": int, "points": (int, float),
+             "max_points": (int, float), "passed": int, "total": int, "contracts": list}
+    for key, kind in kinds.items():
+        if not isinstance(report.get(key), kind) or type(report[key]) is bool:
+            return f"no {key} of the right type"
+    if not isinstance(report.get("message"), (str, type(None))):
+        return "its message is not text"
+    if report["status"] not in _EXIT_CODES or report["exit_code"] != _EXIT_CODES[report["status"]]:
+        return f"status {report['status']!r} with exit code {report['exit_code']!r}"
+    if code != report["exit_code"]:
+        return f"it says exit code {report['exit_code']}, the check exited with {code}"
+    contracts = report["contracts"]
+    if not all(type(entry) is dict for entry in contracts) or (
+            [entry.get("name") for entry in contracts] != list(expected_points)):
+        return "its contracts are not the stage's"
+    for entry in contracts:
+        wanted, passed = expected_points[entry["name"]], entry.get("passed")
+        if type(passed) is not bool or entry.get("max_points") != wanted or (
+                entry.get("points") != (wanted if passed else 0)):
+            return f"the points of {entry['name']} do not add up"
+    if (report["passed"] != sum(entry["passed"] for entry in contracts)
+            or report["total"] != len(contracts)
+            or abs(report["points"] - sum(entry["points"] for entry in contracts)) > 1e-6
+            or abs(report["max_points"] - sum(expected_points.values())) > 1e-6):
+        return "its totals do not add up"
+    if (report["status"] == "passed") != (report["passed"] == len(contracts)) and (
+            report["status"] != "error"):
+        return f"status {report['status']!r} with {report['passed']} of {len(contracts)} passed"
+    return None
 
 
 def _row(submission, report, seconds):
@@ -261,7 +335,8 @@ def _row(submission, report, seconds):
 
 
 def _progress_line(row, done, total):
-    return (f"[{done}/{total}] {row['student']}: {display_points(row['points'])} of "
+    return (f"[{done}/{total}] {printable(row['student'], newlines=False)}: "
+            f"{display_points(row['points'])} of "
             f"{display_points(row['max_points'])} points ({row['status']}, "
             f"{row['seconds']:.1f} s)")
 

@@ -15,6 +15,8 @@ automatic collections, the tracking lists are kept up to date.
 import array
 import gc
 
+from dezero_mini.memory.true_types import KindCache
+
 
 def framework_classes(module):
     """The two classes whose instances make a graph: ``(Variable, Function)``."""
@@ -38,15 +40,16 @@ def _figures(variables, functions):
 
 
 def _count_in(objects, classes):
-    """(Variables, Functions) among ``objects``; ``classes`` is ``framework_classes(module)``."""
-    variable_cls, function_cls = classes
-    variables = functions = 0
+    """(Variables, Functions) among ``objects``; ``classes`` is ``framework_classes(module)``.
+
+    By each object's real type and its classes' real bases
+    (``true_types``): never ``isinstance``, which a learner's metaclass
+    answers."""
+    kinds = KindCache(classes)
+    counts = [0, 0, 0]  # Variables, Functions, neither (index -1)
     for obj in objects:
-        if isinstance(obj, variable_cls):
-            variables += 1
-        elif isinstance(obj, function_cls):
-            functions += 1
-    return variables, functions
+        counts[kinds.kind(obj)] += 1
+    return counts[0], counts[1]
 
 
 def _collections():
