@@ -3,20 +3,24 @@
 A stage file must define the stage's names (``Stage.needs``: ``Variable``,
 ``Function``, ...) itself. Three checks, each of which names what it found:
 
-* ``reference_of(tree)``, in the grading parent, without running the file:
-  the file is one of the course's own ``steps/`` files, comments, docstrings
-  and layout aside (its syntax tree is the same);
-* ``imported_names(tree, names)``, in the parent too: a needed name that the
-  file imports (``from dezero_mini import Variable``) instead of defining it;
+* ``reference_of(digest)``, without running the file: the file is one of
+  the course's own ``steps/`` files, comments, docstrings and layout aside
+  (its syntax tree is the same);
+* ``imported_names(tree, names)``: a needed name that the file imports
+  (``from dezero_mini import Variable``) instead of defining it;
 
-both on the tree of ``parse_submission``, which reads at most
-``MAX_SUBMISSION_BYTES`` and turns what the parser cannot hold into a
-``CannotCheck`` with a reason, never a traceback in the parent;
+the tree and its digest made by ``read_submission`` in the worker, before
+any of the file's code runs (there the time and memory limits bound what a
+hostile file costs to parse; the grading parent never parses a
+submission): it reads at most ``MAX_SUBMISSION_BYTES`` and turns what the
+parser cannot hold into a ``CannotCheck`` with a reason;
 * ``borrowed_names(module, path, names)``, in the worker once the file is
   loaded: a class or function whose code lives in another file
   (``dezero_mini``, ``steps/``, ``load_stage``), wherever it was bound.
 """
 import ast
+import functools
+import hashlib
 import inspect
 from pathlib import Path
 
@@ -53,14 +57,19 @@ def parse_submission(path):
     with open(path, "rb") as file:
         data = file.read(MAX_SUBMISSION_BYTES + 1)
     if len(data) > MAX_SUBMISSION_BYTES:
-        raise CannotCheck(f"{path.name} is more than {MAX_SUBMISSION_BYTES} bytes, more than a "
-                          "stage file can be: submit the stage file alone")
+        raise CannotCheck(too_large(path))
     try:
         return ast.parse(data.decode("utf-8", "replace"))
     except (SyntaxError, ValueError):  # (ValueError: a null byte, on Python 3.11)
         return None
     except (RecursionError, MemoryError) as error:
         raise CannotCheck(too_complex(path, error)) from None
+
+
+def too_large(path):
+    """Why a file over ``MAX_SUBMISSION_BYTES`` cannot be checked."""
+    return (f"{Path(path).name} is more than {MAX_SUBMISSION_BYTES} bytes, more than a stage "
+            "file can be: submit the stage file alone")
 
 
 def too_complex(path, error):
@@ -78,20 +87,42 @@ def code_fingerprint(tree):
     return ast.dump(_without_docstrings(tree))
 
 
-def reference_of(tree, first_stage):
-    """The course's step file (a Path) of stage ``first_stage`` or later whose
-    code the submission's syntax tree ``tree`` (``parse_submission``) is, or
-    None. (The stage a learner starts from is not in that range: it
-    honestly fails the new contracts.)"""
+def fingerprint_digest(tree):
+    """The SHA-256 (hex) of ``code_fingerprint(tree)``, or None for no tree:
+    what the worker sends the parent, which never parses a submission."""
+    fingerprint = code_fingerprint(tree)
+    return None if fingerprint is None else hashlib.sha256(fingerprint.encode()).hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def _reference_digests():
     from dezero_mini.memory.stages import _discover
 
-    mine = code_fingerprint(tree)
-    if mine is None:
+    return tuple((number, step, fingerprint_digest(ast.parse(step.read_text())))
+                 for number, _, step in _discover())
+
+
+def reference_of(digest, first_stage):
+    """The course's step file (a Path) of stage ``first_stage`` or later
+    whose code a submission is, by the ``fingerprint_digest`` of its tree,
+    or None. (The stage a learner starts from is not in that range: it
+    honestly fails the new contracts.)"""
+    if digest is None:
         return None
-    for number, _, step in _discover():
-        if number >= first_stage and code_fingerprint(ast.parse(step.read_text())) == mine:
-            return step
-    return None
+    return next((step for number, step, theirs in _reference_digests()
+                 if number >= first_stage and theirs == digest), None)
+
+
+def read_submission(path, names):
+    """``(digest, imported)`` of the submission at ``path``, read before any
+    of its code runs: its ``fingerprint_digest`` and its
+    ``imported_names(tree, names)``. CannotCheck (with the reason) for a
+    file too large or too complex to read; OSError when it cannot be read."""
+    tree = parse_submission(path)
+    try:
+        return fingerprint_digest(tree), imported_names(tree, names)
+    except (RecursionError, MemoryError) as error:  # a walk of a tree the parser held
+        raise CannotCheck(too_complex(path, error)) from None
 
 
 def _top_level_statements(body):

@@ -42,8 +42,7 @@ from dezero_mini.atomic import not_a_file
 from dezero_mini.contracts import get_stage, names_needed_at
 from dezero_mini.contracts.bench import BATCHES
 from dezero_mini.contracts.channel import Reader, Tampered, new_key
-from dezero_mini.contracts.provenance import (CannotCheck, imported_names, parse_submission,
-                                              reference_of, too_complex)
+from dezero_mini.contracts.provenance import MAX_SUBMISSION_BYTES, reference_of, too_large
 from dezero_mini.contracts.scoring import Weights, select_contracts
 from dezero_mini.contracts.sandbox import (MIB, Limits, describe_limit, end_worker, make_scratch,
                                            remove_scratch, start_worker)
@@ -460,44 +459,37 @@ def _changed_files(before, after):
     return sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
 
 
-def _refuse_before_running(report, path, number, allow_reference):
-    """The checks that need no run (``provenance``), on the file read once
-    under ``MAX_SUBMISSION_BYTES``: a file whose name does not end in
-    ``.py`` (Python would not import it), too large or too complex to
-    parse, the course's own reference, a needed name that the file does
-    not define. Sets the report's error and returns True when the file is
-    refused; never raises on what the file holds."""
+def _refuse_before_running(report, path):
+    """What the parent refuses without reading the file: a name that does
+    not end in ``.py`` (Python would not import it), a size over
+    ``MAX_SUBMISSION_BYTES`` (the worker reads no more either). Sets the
+    report's error and returns True when the file is refused. (Its syntax
+    is read in the worker, before any of its code runs: ``_refused_read``.)"""
     if path.suffix != ".py":  # (``path`` is resolved: a link's target counts)
         report.status, report.message = "error", (
             f"cannot be checked: {path.name} is not a Python file (its name does not end in "
             ".py): give the path of your stage file, stepNN_<name>.py")
         return True
     try:
-        tree = parse_submission(path)
-        reference = None if allow_reference else reference_of(tree, number)
-        imported = imported_names(tree, names_needed_at(number))
-    except CannotCheck as error:
-        report.status, report.message = "error", f"cannot be checked: {error}"
-        return True
-    except (RecursionError, MemoryError) as error:  # a walk of the tree, past the parser
-        report.status, report.message = "error", f"cannot be checked: {too_complex(path, error)}"
-        return True
+        size = path.stat().st_size
     except OSError as error:
         report.status, report.message = "error", (
             f"cannot be checked: cannot read {path.name}: {error.strerror or error}")
         return True
-    if reference is not None:
-        report.status, report.message = "error", (
-            f"{path.name} is the course's own {reference.name} (comments, docstrings and "
-            "layout aside): a submission must be the learner's own work")
-        return True
-    if imported:
-        name, origin = next(iter(imported.items()))
-        report.status, report.message = "error", (
-            f"{path.name} does not define {', '.join(imported)} itself ({name}: it imports "
-            f"{origin}): a submission must define the stage's classes and functions in the file")
+    if size > MAX_SUBMISSION_BYTES:
+        report.status, report.message = "error", f"cannot be checked: {too_large(path)}"
         return True
     return False
+
+
+def _refused_read(event, path, number, allow_reference):
+    """Why the file is refused, from the worker's ``read`` event (the
+    fingerprint of its syntax tree): the course's own reference; or None."""
+    reference = None if allow_reference else reference_of(event.get("fingerprint"), number)
+    if reference is None:
+        return None
+    return (f"{path.name} is the course's own {reference.name} (comments, docstrings and "
+            "layout aside): a submission must be the learner's own work")
 
 
 def _limit_text(limits, code, text):
@@ -546,7 +538,7 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
             else f"{str(path)!r} {what}; give the path of your stage file")
         return report
     path = path.resolve()
-    if _refuse_before_running(report, path, number, allow_reference):
+    if _refuse_before_running(report, path):
         return report
     contracts = {contract.name: contract for contract in selected}
     left = list(contracts)
@@ -578,7 +570,12 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
                 if kind == "tampered":
                     report.status, report.message = "error", f"tampering detected: {event['message']}"
                     break
-                if kind == "loaded":
+                if kind == "read":
+                    refusal = _refused_read(event, path, number, allow_reference)
+                    if refusal:
+                        report.status, report.message = "error", refusal
+                        break
+                elif kind == "loaded":
                     child.mark_loaded()
                 elif kind == "start" and event.get("name") in left:
                     current, began = event["name"], time.monotonic()

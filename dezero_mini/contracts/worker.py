@@ -10,6 +10,9 @@ own, each line signed: ``dezero_mini.contracts.channel``); what the learner's
 file prints goes to standard output and error, which the parent captures and
 truncates. Events, in order:
 
+* ``{"event": "read", "fingerprint": ...}`` (the digest of the file's
+  syntax tree, read before any of its code runs), or an error when it is
+  too large or complex to read or imports a name the stage needs;
 * ``{"event": "loaded"}``, or ``{"event": "error", "message": ...}`` when
   the file cannot be imported, lacks a name that the stage needs or did not
   define it itself, or ``{"event": "tampered", "message": ...}``;
@@ -172,6 +175,26 @@ def _identity(value):
     return value, getattr(value, "__code__", None)
 
 
+def _read(path, needed, CannotCheck, read_submission):
+    """``(refusal, fingerprint)``: why the file is refused before any of its
+    code runs (too large or too complex to read, or it imports a name that
+    the stage needs instead of defining it), or None; and the digest of its
+    syntax tree (``provenance``). Read here, not in the grading parent: the
+    worker's time and memory limits bound what a hostile file costs."""
+    try:
+        fingerprint, imported = read_submission(path, needed)
+    except CannotCheck as error:
+        return f"cannot be checked: {error}", None
+    except OSError as error:
+        return f"cannot be checked: cannot read {path.name}: {error.strerror or error}", None
+    if imported:
+        name, origin = next(iter(imported.items()))
+        return (f"{path.name} does not define {', '.join(imported)} itself ({name}: it imports "
+                f"{origin}): a submission must define the stage's classes and functions in "
+                "the file"), fingerprint
+    return None, fingerprint
+
+
 def main(argv):
     path, number, batches = Path(argv[0]).resolve(), int(argv[1]), int(argv[2])
     channel_fd, traceback_path, names = int(argv[3]), argv[4], argv[5:]
@@ -185,10 +208,13 @@ def main(argv):
     from dezero_mini.contracts import Contract, contracts_at, missing_names, names_needed_at
     from dezero_mini.contracts.bench import configure
     from dezero_mini.contracts.channel import Writer
-    from dezero_mini.contracts.provenance import borrowed_names
+    from dezero_mini.contracts.provenance import CannotCheck, borrowed_names, read_submission
     from dezero_mini.memory.probes import TracesCleared
     from dezero_mini.memory.stages import load_stage_file
     import dezero_mini.memory  # noqa: F401  (every instrument, imported before the file)
+
+    needed = names_needed_at(number)
+    refusal, fingerprint = _read(path, needed, CannotCheck, read_submission)
 
     # Everything alive now is the checker's modules (the instruments, NumPy,
     # the course's modules): moved out of the collector's generations, it is
@@ -207,7 +233,6 @@ def main(argv):
     configure(batches=batches)
     by_name = {contract.name: contract for contract in contracts_at(number)}
     check = Contract.check  # the function itself: a patched class attribute does not reach it
-    needed = names_needed_at(number)
     stack_file = open(traceback_path, "w")
     faulthandler.register(signal.SIGUSR1, file=stack_file, all_threads=True)
     seal = Seal()
@@ -225,6 +250,11 @@ def main(argv):
             return FROZEN
         frozen_seen[0] = now
         return seal.broken()
+
+    if refusal:
+        send(event="error", message=refusal)
+        return 2
+    send(event="read", fingerprint=fingerprint)  # the parent knows the course's own files
 
     # The learner's folder last: its own helper modules load, but none of
     # them can stand in for a module of the standard library or of the course.

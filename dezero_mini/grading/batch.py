@@ -69,13 +69,6 @@ def find_submissions(number, arguments):
     found, seen = [], {}
     for argument in arguments:
         path = Path(argument)
-        link = _link_in(path, stage.file_name)
-        if link is not None:  # never followed: it could lead to a classmate's file
-            student = path.name if path.name != stage.file_name else path.absolute().parent.name
-            found.append(Submission(student, path, None, (
-                f"{str(link)!r} is a link, not a file: a submission must be the file itself "
-                "(a link could lead to another student's file)"), status="error"))
-            continue
         if not path.exists():
             raise SubmissionError(f"no such file or folder: {str(path)!r} (give each "
                                   f"student's {stage.file_name}, or a folder that holds it)")
@@ -101,17 +94,17 @@ def find_submissions(number, arguments):
             student = key.parent.name if path.name == stage.file_name else path.stem
         else:
             raise SubmissionError(f"{str(path)!r} is neither a file nor a folder")
+        link = next((each for each in (path, file) if each.is_symlink()), None)
+        if link is not None:  # never followed: it could lead to a classmate's file
+            # (named after the link, not after where it leads)
+            student = (path.absolute().name if path.is_dir() else
+                       path.absolute().parent.name if path.name == stage.file_name else path.stem)
+            found.append(Submission(student, path, None, (
+                f"{str(link)!r} is a link, not a file: a submission must be the file itself "
+                "(a link could lead to another student's file)"), status="error"))
+            continue
         found.append(Submission(student, path, file))
     return found
-
-
-def _link_in(path, file_name):
-    """``path`` or, for a folder, its ``file_name``, when it is a symbolic
-    link; else None."""
-    if path.is_symlink():
-        return path
-    inside = path / file_name
-    return inside if path.is_dir() and inside.is_symlink() else None
 
 
 class _Running:
@@ -288,8 +281,8 @@ def report_problem(out, code, expected_points):
     those points, earned whole when it passed and not at all otherwise."""
     try:
         report = json.loads(out)
-    except (ValueError, RecursionError) as error:  # (UnicodeDecodeError is a ValueError)
-        return f"not JSON ({type(error).__name__})" if out.strip() else "it printed nothing"
+    except (ValueError, RecursionError):  # (UnicodeDecodeError is a ValueError)
+        return "not JSON" if out.strip() else "it printed nothing"
     if type(report) is not dict:
         return "not a JSON object"
     kinds = {"status": str, "exit_code": int, "points": (int, float),

@@ -15,7 +15,7 @@ automatic collections, the tracking lists are kept up to date.
 import array
 import gc
 
-from dezero_mini.memory.true_types import KindCache
+from dezero_mini.memory.true_types import subclass_ids
 
 
 def framework_classes(module):
@@ -45,11 +45,16 @@ def _count_in(objects, classes):
     By each object's real type and its classes' real bases
     (``true_types``): never ``isinstance``, which a learner's metaclass
     answers."""
-    kinds = KindCache(classes)
-    counts = [0, 0, 0]  # Variables, Functions, neither (index -1)
+    variable_ids = subclass_ids(classes[0])
+    function_ids = subclass_ids(classes[1]) - variable_ids
+    variables = functions = 0
     for obj in objects:
-        counts[kinds.kind(obj)] += 1
-    return counts[0], counts[1]
+        kind = id(type(obj))
+        if kind in variable_ids:
+            variables += 1
+        elif kind in function_ids:
+            functions += 1
+    return variables, functions
 
 
 def _collections():
