@@ -149,6 +149,7 @@ class Hostile:
     exit_code: int
     says: str             # a regular expression that the report must match
     argv: tuple = ("--batches", "5")
+    passes: object = None  # how many contracts pass, when the trick must change nothing
 
 
 HOSTILE = [
@@ -198,16 +199,27 @@ def too_large(folder):
 
 
 LIE_TO_ISINSTANCE = """
+import sys
+
+
 class _Liar(type):
-    def __instancecheck__(cls, obj):  # "none of these is mine", to whoever asks
-        return False
+    def __instancecheck__(cls, obj):  # "none of these is mine", to the checker's code
+        if sys._getframe(1).f_globals.get("__name__", "").startswith("dezero_mini"):
+            return False
+        return type.__instancecheck__(cls, obj)
 
-    def __subclasscheck__(cls, other):
-        return False
+
+class Variable(Variable, metaclass=_Liar):  # what the checker counts by
+    def __new__(cls, *args, **kwargs):
+        return object.__new__(_Made)  # (an exact instance would be counted without asking)
 
 
-Variable = _Liar("Variable", (Variable,), {"__module__": __name__})
-Function = _Liar("Function", (Function,), {"__module__": __name__})
+class _Made(Variable):  # what the framework makes
+    pass
+
+
+class Function(Function, metaclass=_Liar):
+    pass
 """
 
 CLEAR_TRACES_WITH_A_BALLAST = """
@@ -293,14 +305,15 @@ HOSTILE += [
     Hostile("is_larger_than_1_MiB", too_large, 2,
             rf"cannot be checked: {FILE_NAME} is more than 1048576 bytes"),
     Hostile("lies_to_isinstance_with_a_metaclass", stage02_plus(LIE_TO_ISINSTANCE), 1,
-            r"(?s)^(?!.*\b0 live objects)"),
+            r"(?s)^(?!.*\b0 live objects)", passes=len(contracts_at(3)) - HONEST_FAILS),
     Hostile("clears_tracemallocs_traces_behind_a_ballast", stage02_plus(CLEAR_TRACES_WITH_A_BALLAST),
             2, r"tampering detected: while \w+ ran, tracemalloc's traces were cleared"),
     Hostile("empties_gc_garbage_from_a_callback", stage02_plus(EMPTY_GC_GARBAGE_FROM_A_CALLBACK), 2,
             r"tampering detected: loading .* replaced gc\.callbacks \(its entries\)"),
     Hostile("empties_gc_garbage_from_a_callback_it_removes",
             stage02_plus(EMPTY_GC_GARBAGE_FROM_A_PASSING_CALLBACK), 1,
-            r"(?m)^[1-9]\d+$"),  # the Variables and Functions the collector found
+            r"(?m)^[1-9]\d+$",  # the Variables and Functions the collector found
+            passes=len(contracts_at(3)) - HONEST_FAILS),
     Hostile("sets_a_profile_hook", stage02_plus(SET_A_PROFILE_HOOK), 2,
             r"tampering detected: loading .* replaced the profile function \(sys\.setprofile\)"),
     Hostile("replaces_a_sealed_module_in_sys_modules", stage02_plus(REPLACE_A_SEALED_MODULE), 2,
@@ -337,6 +350,8 @@ def test_a_hostile_submission_is_not_a_pass(case, tmp_path, capsys, monkeypatch)
     assert report["status"] != "passed" and "s3cret-grader-token" not in json.dumps(report)
     if case.exit_code == 1:
         assert report["passed"] < len(contracts_at(3))
+    if case.passes is not None:
+        assert report["passed"] == case.passes, text
     if "line" in found.groupdict():  # the line of the endless loop, and the check kept its time
         lines = path.read_text().splitlines()
         assert "HANG HERE" in lines[int(found["line"]) - 1] or "pass" in lines[int(found["line"]) - 1]
