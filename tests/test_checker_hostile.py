@@ -807,3 +807,50 @@ def test_rss_growth_is_measured_from_the_lowest_point_not_from_the_loaded_size(m
         child._rss_read_at = 0.0
         child._sample_rss()
     assert child.rss_loaded == 300 * MIB and child.rss_growth == 200 * MIB
+
+
+def test_rows_graded_after_the_installation_changed_are_not_counted(tmp_path, monkeypatch):
+    """The first check of the run changes the installation (a copy of
+    ``steps/`` stands in for it): its own check reports the tampering, and
+    the honest file graded after it, on a changed course, is not counted."""
+    from dezero_mini.grading import batch
+
+    steps = tmp_path / "steps"
+    shutil.copytree(STEPS, steps, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setenv("DEZERO_MINI_STEPS", str(steps))
+    for student, text in (("mallory", stage02_plus(
+            "import os\nwith open(os.path.join(os.environ['DEZERO_MINI_STEPS'], "
+            "'step01_leaking_graph.py'), 'a') as _f:\n    _f.write('# pass everything\\n')\n")),
+                          ("bob", stage02_plus(""))):
+        (tmp_path / student).mkdir()
+        (tmp_path / student / FILE_NAME).write_text(text(tmp_path))
+    grading = batch.Grading(number=3, jobs=1, batches=5)
+    rows = batch.grade_all(grading, batch.find_submissions(
+        3, [str(tmp_path / "mallory"), str(tmp_path / "bob")]))
+    assert [(row["student"], row["status"], row["points"]) for row in rows] == [
+        ("mallory", "error", 0), ("bob", "error", 0)]
+    assert all(row["message"].startswith("not counted: the grading installation changed during "
+                                          "this run (") for row in rows), rows
+    assert "tampering detected" in rows[0]["message"]
+
+
+def test_a_check_that_cannot_start_is_that_students_error_row(tmp_path, monkeypatch):
+    from dezero_mini.grading import batch
+
+    for student in ("alice", "bob"):
+        (tmp_path / student).mkdir()
+        (tmp_path / student / FILE_NAME).write_text(step_text(2))
+    started = batch._Running.run
+
+    def run(self, argv, cwd, timeout):
+        if "alice" in " ".join(argv):
+            raise OSError(24, "Too many open files")
+        return started(self, argv, cwd, timeout)
+
+    monkeypatch.setattr(batch._Running, "run", run)
+    rows = batch.grade_all(batch.Grading(number=3, jobs=2, batches=5), batch.find_submissions(
+        3, [str(tmp_path / "alice"), str(tmp_path / "bob")]))
+    assert [(row["student"], row["status"]) for row in rows] == [("alice", "error"),
+                                                                ("bob", "failed")]
+    assert rows[0]["message"].endswith("the grader could not check it: OSError: [Errno 24] Too "
+                                       "many open files"), rows[0]["message"]

@@ -437,7 +437,7 @@ def _bytecode_of(sources):
 _digests = {}
 
 
-def _installation_state():
+def installation_state():
     """Size, times and the sha256 of the bytes of each file of the course's
     installation (its sources and their bytecode): a submission must not
     change them."""
@@ -455,7 +455,8 @@ def _installation_state():
     return state
 
 
-def _changed_files(before, after):
+def changed_files(before, after):
+    """The files whose state differs between two ``installation_state``s, sorted."""
     return sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
 
 
@@ -543,7 +544,7 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
     contracts = {contract.name: contract for contract in selected}
     left = list(contracts)
     output = _Output(OUTPUT_LIMIT)
-    installation = _installation_state()
+    installation = installation_state()
     while left and report.status != "error":
         child = _Child(path, number, batches, left, output, limits)
         timed_out, current, began, location = None, None, time.monotonic(), None
@@ -626,7 +627,7 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
                     measured=f"not run: the check's total time limit of {total_timeout:g} s "
                              "ran out", seconds=0.0, error="timeout"))
             left.clear()
-    changed = _changed_files(installation, _installation_state())
+    changed = changed_files(installation, installation_state())
     if changed:
         report.status, report.message = "error", (
             f"tampering detected: the check changed the grading installation: "

@@ -30,7 +30,8 @@ from typing import Optional
 
 from dezero_mini.atomic import not_a_file
 from dezero_mini.contracts import get_stage
-from dezero_mini.contracts.runner import DEFAULT_TIMEOUT, DEFAULT_TOTAL_TIMEOUT
+from dezero_mini.contracts.runner import (DEFAULT_TIMEOUT, DEFAULT_TOTAL_TIMEOUT, changed_files,
+                                          installation_state)
 from dezero_mini.contracts.scoring import Weights, display_points, select_contracts
 from dezero_mini.grading.files import write_atomically
 from dezero_mini.grading.gradescope import unchecked_report
@@ -214,6 +215,10 @@ def grade_all(grading, submissions, report_line=None):
     ``report_line(text)`` hears of each one as it is done."""
     running = _Running()
     rows = [None] * len(submissions)
+    # Each check compares the installation before and after itself; this
+    # look spans the run: a change that one check made is seen by the
+    # checks that follow, and their rows cannot be trusted either.
+    installation, changed = installation_state(), []
     with tempfile.TemporaryDirectory(prefix="dezero_mini_grade_") as scratch:
         weights_file = None
         if grading.weights is not None:  # the checked weights, as read once, for every check
@@ -229,7 +234,10 @@ def grade_all(grading, submissions, report_line=None):
                 done, _ = wait(pending, return_when=FIRST_COMPLETED)
                 for future in done:
                     index = pending.pop(future)
-                    rows[index] = future.result()
+                    rows[index] = _row_of(future, grading, submissions[index])
+                    changed = changed or changed_files(installation, installation_state())
+                    if changed:
+                        _not_counted(rows[index], changed)
                     if report_line:
                         report_line(_progress_line(rows[index], len(submissions) - len(pending),
                                                    len(submissions)))
@@ -240,6 +248,29 @@ def grade_all(grading, submissions, report_line=None):
             executor.shutdown(wait=True, cancel_futures=True)
             _restore_signals(previous)
     return rows
+
+
+def _row_of(future, grading, submission):
+    """The row of a finished ``_grade_one``; an error row when grading that
+    one submission raised (a process that could not be started, say): one
+    student's problem never stops the class's grading."""
+    try:
+        return future.result()
+    except Exception as error:  # (KeyboardInterrupt and GradingStopped go on up)
+        report = unchecked_report(grading.number, submission.file or submission.path,
+                                  f"the grader could not check it: {type(error).__name__}: "
+                                  f"{error}", grading.weights, grading.names).as_dict()
+        return _row(submission, report, 0.0)
+
+
+def _not_counted(row, changed):
+    """Mark ``row`` as not counted: the installation changed during the run."""
+    row["status"], row["points"], row["passed"] = "error", 0, 0
+    for name in row.keys() - {*_ROW_FIELDS, "message"}:  # the points of each contract
+        row[name] = 0
+    row["message"] = ("not counted: the grading installation changed during this run ("
+                      f"{', '.join(changed[:3])}); reinstall the course and grade again"
+                      + (f"; the check said: {row['message']}" if row["message"] else ""))
 
 
 def _grade_one(grading, submission, running, scratch, weights_file):
@@ -316,6 +347,10 @@ def report_problem(out, code, expected_points):
     return None
 
 
+#: The columns of a row before the points of each contract (and the message after them).
+_ROW_FIELDS = ("student", "path", "status", "points", "max_points", "passed", "total", "seconds")
+
+
 def _row(submission, report, seconds):
     row = {"student": submission.student, "path": str(submission.path),
            "status": report["status"], "points": report["points"],
@@ -382,8 +417,7 @@ def _cell(value):
 def csv_text(number, rows, names=None):
     """The grades as CSV text: a header, then one row per student."""
     contracts = [contract.name for contract in select_contracts(number, names)]
-    columns = ["student", "path", "status", "points", "max_points", "passed", "total",
-               "seconds", *contracts, "message"]
+    columns = [*_ROW_FIELDS, *contracts, "message"]
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
     writer.writeheader()
