@@ -37,13 +37,13 @@ def _without_docstrings(tree):
 
 
 #: The largest file taken as a submission (Gradescope's limit too): a stage
-#: file is a few hundred lines, and the grading parent parses what it takes.
+#: file is a few hundred lines (36 KB at most in the course).
 MAX_SUBMISSION_BYTES = 1024 * 1024
 
 
 class CannotCheck(ValueError):
-    """A submission that the grading parent will not parse: too large, or
-    beyond what the parser can hold. The message says why, in one line."""
+    """A submission that is not parsed: too large, or beyond what the
+    parser can hold. The message says why, in one line."""
 
 
 def parse_submission(path):
@@ -51,8 +51,8 @@ def parse_submission(path):
     ``MAX_SUBMISSION_BYTES``; None when it does not parse (loading it in the
     worker reports the SyntaxError). CannotCheck for a larger file or one
     that the parser cannot hold (its expressions nest too deeply, or it
-    needs more memory than there is): the parent never raises on what a
-    submission holds. OSError when it cannot be read."""
+    needs more memory than there is): nothing a submission holds makes its
+    reader raise anything else. OSError when it cannot be read."""
     path = Path(path)
     with open(path, "rb") as file:
         data = file.read(MAX_SUBMISSION_BYTES + 1)
@@ -94,12 +94,19 @@ def fingerprint_digest(tree):
     return None if fingerprint is None else hashlib.sha256(fingerprint.encode()).hexdigest()
 
 
-@functools.lru_cache(maxsize=None)
 def _reference_digests():
-    from dezero_mini.memory.stages import _discover
+    from dezero_mini.memory.stages import _discover, steps_dir
 
+    return _digests_of(steps_dir(), tuple((number, step) for number, _, step in _discover()))
+
+
+@functools.lru_cache(maxsize=None)
+def _digests_of(folder, steps):
+    """(number, step, digest) of the course's step files, ``steps`` as
+    (number, path) (the folder keys the cache: a check of another copy of
+    the course reads that one)."""
     return tuple((number, step, fingerprint_digest(ast.parse(step.read_text())))
-                 for number, _, step in _discover())
+                 for number, step in steps)
 
 
 def reference_of(digest, first_stage):

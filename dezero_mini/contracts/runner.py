@@ -18,14 +18,17 @@ down nor outlive it:
 
 And so that a file cannot make the report say what it did not measure:
 
-* before it runs, a file that is the course's own reference, or that
-  imports the stage's names, is refused (``provenance``);
+* before any of its code runs, a file that is the course's own reference,
+  or that imports the stage's names, is refused (``provenance``: the worker
+  reads the file's syntax, under its limits, and sends the parent a digest;
+  the parent itself never parses a submission, and takes none over 1 MiB);
 * results come on a channel of their own, each line signed with a secret of
   the run (``channel``): an unsigned or out-of-order line is tampering, as
   is a change to the instruments the worker sealed;
 * a flat-memory pass is held against the worker's RSS, which the parent
-  reads from /proc; the files of the installation are compared before and
-  after the check.
+  reads from /proc (its rise from the lowest point, and its peak against
+  the stage's budget); the bytes of the installation's files are compared
+  before and after the check.
 """
 import hashlib
 import json
@@ -39,7 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dezero_mini.atomic import not_a_file
-from dezero_mini.contracts import get_stage, names_needed_at
+from dezero_mini.contracts import get_stage
 from dezero_mini.contracts.bench import BATCHES
 from dezero_mini.contracts.channel import Reader, Tampered, new_key
 from dezero_mini.contracts.provenance import MAX_SUBMISSION_BYTES, reference_of, too_large

@@ -175,12 +175,14 @@ def _identity(value):
     return value, getattr(value, "__code__", None)
 
 
-def _read(path, needed, CannotCheck, read_submission):
+def _read(path, needed):
     """``(refusal, fingerprint)``: why the file is refused before any of its
     code runs (too large or too complex to read, or it imports a name that
     the stage needs instead of defining it), or None; and the digest of its
     syntax tree (``provenance``). Read here, not in the grading parent: the
     worker's time and memory limits bound what a hostile file costs."""
+    from dezero_mini.contracts.provenance import CannotCheck, read_submission
+
     try:
         fingerprint, imported = read_submission(path, needed)
     except CannotCheck as error:
@@ -208,13 +210,13 @@ def main(argv):
     from dezero_mini.contracts import Contract, contracts_at, missing_names, names_needed_at
     from dezero_mini.contracts.bench import configure
     from dezero_mini.contracts.channel import Writer
-    from dezero_mini.contracts.provenance import CannotCheck, borrowed_names, read_submission
+    from dezero_mini.contracts.provenance import borrowed_names
     from dezero_mini.memory.probes import TracesCleared
     from dezero_mini.memory.stages import load_stage_file
     import dezero_mini.memory  # noqa: F401  (every instrument, imported before the file)
 
     needed = names_needed_at(number)
-    refusal, fingerprint = _read(path, needed, CannotCheck, read_submission)
+    refusal, fingerprint = _read(path, needed)
 
     # Everything alive now is the checker's modules (the instruments, NumPy,
     # the course's modules): moved out of the collector's generations, it is
