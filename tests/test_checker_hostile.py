@@ -19,6 +19,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 from dataclasses import dataclass
 
 import pytest
@@ -26,10 +27,10 @@ import pytest
 from conftest import ROOT, STEPS
 from dezero_mini import cli
 from dezero_mini.contracts import contracts_at, names_needed_at
-from dezero_mini.contracts.runner import check_file
+from dezero_mini.contracts.runner import check_file, memory_budget
 from dezero_mini.contracts import bubblewrap as sandbox_tool
 from dezero_mini.contracts import sandbox
-from dezero_mini.contracts.sandbox import Limits
+from dezero_mini.contracts.sandbox import MIB, Limits
 
 HONEST_FAILS = 3  # of stage 03's 6 contracts, by the stage-02 file
 FILE_NAME = "step03_weakref_outputs.py"
@@ -149,6 +150,7 @@ class Hostile:
     exit_code: int
     says: str             # a regular expression that the report must match
     argv: tuple = ("--batches", "5")
+    passes: object = None  # how many contracts pass, when the trick must change nothing
 
 
 HOSTILE = [
@@ -189,6 +191,144 @@ HOSTILE = [
 ]
 
 
+# --- Issue 35: the parent parses under limits; lies that replace nothing sealed ----------------
+def deep_expression(folder):
+    """5,000 terms in one expression: deeper than the parent's walk of the tree goes."""
+    return step_text(2) + "\n_x = " + "+".join(["1"] * 5000) + "\n"
+
+
+def too_large(folder):
+    """The stage-02 file padded past Gradescope's 1 MiB with a comment."""
+    return step_text(2) + "\n#" + "x" * (1 << 20) + "\n"
+
+
+LIE_TO_ISINSTANCE = """
+import sys
+
+
+class _Liar(type):
+    def __instancecheck__(cls, obj):  # "none of these is mine", to the checker's code
+        if sys._getframe(1).f_globals.get("__name__", "").startswith("dezero_mini"):
+            return False
+        return type.__instancecheck__(cls, obj)
+
+
+class Variable(Variable, metaclass=_Liar):  # what the checker counts by
+    def __new__(cls, *args, **kwargs):
+        return object.__new__(_Made)  # (an exact instance would be counted without asking)
+
+
+class _Made(Variable):  # what the framework makes
+    pass
+
+
+class Function(Function, metaclass=_Liar):
+    pass
+"""
+
+CLEAR_TRACES_WITH_A_BALLAST = """
+import tracemalloc
+_BALLAST = [b"x" * (1 << 20) for _ in range(240)]  # 240 MiB, touched, held while loading
+_backward = Variable.backward
+
+
+def _backward_then_forget(self, *args, **kwargs):
+    _BALLAST.clear()  # the RSS falls by what the graphs will take
+    _backward(self, *args, **kwargs)
+    tracemalloc.clear_traces()  # and the traced bytes of every batch start again from 0
+
+
+Variable.backward = _backward_then_forget
+"""
+
+EMPTY_GC_GARBAGE_FROM_A_CALLBACK = """
+import gc
+
+
+def _empty_the_garbage(phase, info):
+    if phase == "stop":
+        gc.garbage.clear()
+
+
+gc.callbacks.append(_empty_the_garbage)
+"""
+
+EMPTY_GC_GARBAGE_FROM_A_PASSING_CALLBACK = """
+import gc
+_backward = Variable.backward
+
+
+def _empty_the_garbage_once(phase, info):  # gone again before the contract ends
+    if phase == "stop":
+        gc.garbage.clear()
+        gc.callbacks.remove(_empty_the_garbage_once)
+
+
+def _backward_then_arm(self, *args, **kwargs):
+    _backward(self, *args, **kwargs)
+    if _empty_the_garbage_once not in gc.callbacks:
+        gc.callbacks.append(_empty_the_garbage_once)
+
+
+Variable.backward = _backward_then_arm
+"""
+
+SET_A_PROFILE_HOOK = """
+import sys
+sys.setprofile(lambda frame, event, arg: None)  # sees every call of the checker's
+"""
+
+REPLACE_A_SEALED_MODULE = """
+import sys, types
+_fake = types.ModuleType("dezero_mini.contracts.bench")
+_fake.__dict__.update(sys.modules["dezero_mini.contracts.bench"].__dict__)
+_fake.forget_graphs = lambda module: None
+sys.modules["dezero_mini.contracts.bench"] = _fake  # what a later import finds
+"""
+
+def ballast_traded_for_hidden_memory(folder):
+    """The stage-03 reference (flat traced bytes), plus 300 MiB of ballast
+    held from loading, traded 1 MiB at a time for memory that tracemalloc
+    cannot see (anonymous mmaps, one per backward): the RSS stays flat, at
+    300 MiB above what the stage needs."""
+    text = step_text(3).replace(
+        "import weakref\n",
+        "import mmap\nimport weakref\n_BALLAST = [b'x' * (1 << 20) for _ in range(300)]\n"
+        "_HIDDEN = []\n", 1)
+    return re.sub(r"^(    def backward\(self.*\):\n)",
+                  "\\1        if _BALLAST:\n"
+                  "            _BALLAST.pop()\n"
+                  "            _HIDDEN.append(mmap.mmap(-1, 1 << 20))\n"
+                  "            _HIDDEN[-1].write(b'x' * (1 << 20))\n",
+                  text, count=1, flags=re.MULTILINE)
+
+
+HOSTILE += [
+    Hostile("nests_an_expression_5000_deep", deep_expression, 2,
+            rf"cannot be checked: {FILE_NAME} is too complex to parse \(RecursionError"),
+    Hostile("is_larger_than_1_MiB", too_large, 2,
+            rf"cannot be checked: {FILE_NAME} is more than 1048576 bytes"),
+    Hostile("lies_to_isinstance_with_a_metaclass", stage02_plus(LIE_TO_ISINSTANCE), 1,
+            r"(?s)^(?!.*\b0 live objects)", passes=len(contracts_at(3)) - HONEST_FAILS),
+    Hostile("clears_tracemallocs_traces_behind_a_ballast", stage02_plus(CLEAR_TRACES_WITH_A_BALLAST),
+            2, r"tampering detected: while \w+ ran, tracemalloc's traces were cleared"),
+    Hostile("empties_gc_garbage_from_a_callback", stage02_plus(EMPTY_GC_GARBAGE_FROM_A_CALLBACK), 2,
+            r"tampering detected: loading .* replaced gc\.callbacks \(its entries\)"),
+    Hostile("empties_gc_garbage_from_a_callback_it_removes",
+            stage02_plus(EMPTY_GC_GARBAGE_FROM_A_PASSING_CALLBACK), 1,
+            r"(?m)^[1-9]\d+$",  # the Variables and Functions the collector found
+            passes=len(contracts_at(3)) - HONEST_FAILS),
+    Hostile("sets_a_profile_hook", stage02_plus(SET_A_PROFILE_HOOK), 2,
+            r"tampering detected: loading .* replaced the profile function \(sys\.setprofile\)"),
+    Hostile("replaces_a_sealed_module_in_sys_modules", stage02_plus(REPLACE_A_SEALED_MODULE), 2,
+            r"tampering detected: loading .* replaced sys\.modules\['dezero_mini\.contracts\.bench'\]"),
+    Hostile("trades_a_ballast_for_memory_hidden_from_tracemalloc",
+            ballast_traded_for_hidden_memory, 1,
+            r"the worker reported -?\d+\.\d KiB per batch while its RSS reached (?P<peak>\d+) MiB, "
+            r"above the \d+ MiB", argv=("--batches", "20")),
+]
+
+
 def run_check(capsys, path, argv):
     started = time.monotonic()
     code = cli.main(["check", "3", str(path), "--json", *argv])
@@ -214,6 +354,8 @@ def test_a_hostile_submission_is_not_a_pass(case, tmp_path, capsys, monkeypatch)
     assert report["status"] != "passed" and "s3cret-grader-token" not in json.dumps(report)
     if case.exit_code == 1:
         assert report["passed"] < len(contracts_at(3))
+    if case.passes is not None:
+        assert report["passed"] == case.passes, text
     if "line" in found.groupdict():  # the line of the endless loop, and the check kept its time
         lines = path.read_text().splitlines()
         assert "HANG HERE" in lines[int(found["line"]) - 1] or "pass" in lines[int(found["line"]) - 1]
@@ -221,6 +363,8 @@ def test_a_hostile_submission_is_not_a_pass(case, tmp_path, capsys, monkeypatch)
         assert sum(c["measured"].startswith("not run") for c in report["contracts"]) >= 1
     if "mib" in found.groupdict():
         assert int(found["mib"]) >= 128
+    if "peak" in found.groupdict():
+        assert int(found["peak"]) * MIB > memory_budget(3)
 
 
 def test_the_stage02_file_alone_fails_honestly(tmp_path, capsys):
@@ -469,7 +613,7 @@ def test_a_submission_that_changes_the_installation_is_reported(unsandboxed, tmp
     code, report = _touch_the_installation(tmp_path, capsys, monkeypatch)
     assert code == 2 and report["status"] == "error"
     assert re.search(r"tampering detected: the check changed the grading installation: "
-                     r"\S*step01_leaking_graph\.py", report["message"]), report["message"]
+                     r".*\S*step01_leaking_graph\.py\b", report["message"]), report["message"]
 
 
 def test_the_sandbox_keeps_the_installation_read_only(tmp_path, capsys, monkeypatch):
@@ -540,7 +684,7 @@ def test_in_the_sandbox_the_stage_reference_is_out_of_sight(tmp_path, capsys):
 def test_the_lab_chapter_states_the_checkers_defaults():
     """The threat model quotes the limits: it follows the code."""
     from dezero_mini.contracts.runner import (DEFAULT_TIMEOUT, DEFAULT_TOTAL_TIMEOUT,
-                                              RSS_GROWTH_ALLOWED)
+                                              REFERENCE_PEAK_MIB, RSS_GROWTH_ALLOWED)
     from dezero_mini.contracts.sandbox import MIB
 
     text = " ".join((ROOT / "docs" / "classroom.md").read_text().split())
@@ -551,5 +695,226 @@ def test_the_lab_chapter_states_the_checkers_defaults():
                   f"{limits.extra_processes} more than the grading user runs",
                   f"{DEFAULT_TOTAL_TIMEOUT:g} s by default", f"(`--timeout`, {DEFAULT_TIMEOUT:g} s)",
                   f"the allowance is {RSS_GROWTH_ALLOWED // MIB} MiB",
+                  f"({REFERENCE_PEAK_MIB[3]} MiB at stage 03, {REFERENCE_PEAK_MIB[10]} MiB at stage 10)",
+                  f"above the {memory_budget(3) // MIB} MiB that stage 03 needs at most",
                   f"more than {limits.memory_mib} MiB of memory"):
         assert words in section, words
+
+
+# --- What the parent reads: bytecode, reports, links, terminals -------------------------------
+def test_bytecode_written_into_the_installation_is_reported(tmp_path, capsys, monkeypatch):
+    """Python runs a ``__pycache__`` file whose header matches its source
+    without reading the source: a submission that writes one changes every
+    later check, with the sources untouched (their size and times too)."""
+    steps = tmp_path / "steps"
+    shutil.copytree(STEPS, steps, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setenv("DEZERO_MINI_STEPS", str(steps))
+    path = tmp_path / "mine" / FILE_NAME
+    path.parent.mkdir()
+    path.write_text(stage02_plus(
+        "import importlib.util, os\n"
+        "_source = os.path.join(os.environ['DEZERO_MINI_STEPS'], 'step01_leaking_graph.py')\n"
+        "with open(importlib.util.cache_from_source(_source), 'r+b') as _pyc:\n"
+        "    _pyc.seek(0, 2)\n"
+        "    _pyc.write(b'\\0')  # any bytes of the attacker's, its header kept\n")(tmp_path))
+    code, report, _ = run_check(capsys, path, ("--batches", "5"))
+    assert code == 2 and re.search(r"tampering detected: the check changed the grading "
+                                   r"installation: \S*__pycache__/step01_leaking_graph\.\S+\.pyc",
+                                   report["message"]), report["message"]
+
+
+def test_the_modules_that_pth_files_import_are_watched(tmp_path):
+    """An editable install's finder is a module that a ``.pth`` file imports
+    at every start of Python: its bytes are part of the installation."""
+    from dezero_mini.contracts.runner import _imported_by_pth
+
+    (tmp_path / "__editable__.course.pth").write_text("import __editable___course_finder; "
+                                                      "__editable___course_finder.install()\n")
+    (tmp_path / "__editable___course_finder.py").write_text("def install(): pass\n")
+    (tmp_path / "plain.pth").write_text("/some/folder\n")
+    found = _imported_by_pth(tmp_path / "__editable__.course.pth", str(tmp_path))
+    assert found == [tmp_path / "__editable___course_finder.py"]
+    assert _imported_by_pth(tmp_path / "plain.pth", str(tmp_path)) == []
+
+
+def test_a_file_whose_name_does_not_end_in_py_is_refused_in_one_line(tmp_path):
+    target = tmp_path / "notes.txt"
+    target.write_text(step_text(2))
+    (tmp_path / "mine").symlink_to(target)
+    for path in (target, tmp_path / "mine"):
+        report = check_file(3, path, batches=5)
+        assert report.status == "error" and report.message == (
+            "cannot be checked: notes.txt is not a Python file (its name does not end in .py): "
+            "give the path of your stage file, stepNN_<name>.py"), report.message
+
+
+def _report(**changes):
+    """A check's report of stage 03 with every contract passed, changed by ``changes``."""
+    from dezero_mini.contracts.scoring import Weights
+
+    points = Weights().points_at(3)
+    report = {"status": "passed", "exit_code": 0, "points": sum(points.values()),
+              "max_points": sum(points.values()), "passed": len(points), "total": len(points),
+              "message": None, "contracts": [
+                  {"name": name, "passed": True, "points": value, "max_points": value}
+                  for name, value in points.items()]}
+    report.update(changes)
+    return report
+
+
+def _forged(**changes):
+    return json.dumps(_report(**changes)).encode()
+
+
+@pytest.mark.parametrize("out, code, says", [
+    (_forged(), 0, None),  # a real pass
+    (_forged(), -9, "it says exit code 0, the check exited with -9"),  # written, then its parent killed
+    (b'{"contracts": []}', 1, "no status of the right type"),  # (KeyError: 'status' once)
+    (b"", 1, "it printed nothing"),
+    (b"[1, 2]", 0, "not a JSON object"),
+    (b"[" * 100_000 + b"]" * 100_000, 1, "not JSON"),  # (RecursionError)
+    (b"\xff\xfe", 1, "not JSON"),
+    (_forged(points="9"), 0, "no points of the right type"),
+    (_forged(passed=True), 0, "no passed of the right type"),
+    (_forged(status="excellent"), 0, "status 'excellent' with exit code 0"),
+    (_forged(status="failed", exit_code=1), 1, "status 'failed' with 6 of 6 passed"),
+    (_forged(contracts=[]), 0, "its contracts are not the stage's"),
+    (_forged(message=["x"]), 0, "its message is not text"),
+    (_forged(points=100, max_points=100), 0, "its totals do not add up"),
+    (json.dumps(_report(contracts=[dict(c, points=50) for c in _report()["contracts"]])).encode(),
+     0, "the points of leaf_gradients_are_right do not add up"),
+], ids=["a_real_pass", "exit_code_disagrees", "no_status", "nothing", "a_list", "deep_json",
+        "not_utf8", "points_as_text", "passed_as_bool", "unknown_status", "failed_all_passed",
+        "no_contracts", "message_not_text", "totals", "contract_points"])
+def test_grade_takes_only_a_report_that_holds_together(out, code, says):
+    from dezero_mini.contracts.scoring import Weights
+    from dezero_mini.grading.batch import report_problem
+
+    assert report_problem(out, code, Weights().points_at(3)) == says
+
+
+def test_a_report_grade_cannot_use_is_that_students_error_row(tmp_path, monkeypatch):
+    """A check that prints something else than its report costs its student
+    the points, not the class its CSV."""
+    from dezero_mini.grading import batch
+
+    files = {}
+    for student in ("honest", "forger"):
+        files[student] = tmp_path / student / FILE_NAME
+        files[student].parent.mkdir()
+        files[student].write_text(step_text(2))
+    printed = {"honest": _forged(), "forger": b'{"contracts": [], "points": 99}'}
+
+    def fake_check_argv(self, file, weights_file):
+        out = printed[Path(file).parent.name]
+        return [sys.executable, "-c", f"import sys; sys.stdout.buffer.write({out!r})"]
+
+    monkeypatch.setattr(batch.Grading, "check_argv", fake_check_argv)
+    grading = batch.Grading(number=3, jobs=2)
+    rows = batch.grade_all(grading, batch.find_submissions(3, [str(tmp_path / "honest"),
+                                                               str(tmp_path / "forger")]))
+    by_student = {row["student"]: row for row in rows}
+    assert by_student["honest"]["status"] == "passed"
+    assert by_student["forger"]["status"] == "error" and by_student["forger"]["points"] == 0
+    assert "its report cannot be used: no status of the right type" in by_student["forger"]["message"]
+    assert "forger" in batch.csv_text(3, rows)
+
+
+def test_grade_refuses_a_link_to_a_classmates_file(tmp_path):
+    from dezero_mini.grading import batch
+
+    (tmp_path / "bob").mkdir()
+    (tmp_path / "bob" / FILE_NAME).write_text(step_text(2))
+    (tmp_path / "mallory").mkdir()
+    (tmp_path / "mallory" / FILE_NAME).symlink_to(tmp_path / "bob" / FILE_NAME)
+    (tmp_path / "eve.py").symlink_to(tmp_path / "bob" / FILE_NAME)
+    found = batch.find_submissions(3, [str(tmp_path / "mallory"), str(tmp_path / "eve.py")])
+    assert [(s.student, s.file, s.status) for s in found] == [("mallory", None, "error"),
+                                                             ("eve", None, "error")]
+    assert all("is a link, not a file" in s.problem for s in found)
+
+
+def test_what_a_submission_prints_cannot_redraw_the_text_report(tmp_path, capsys):
+    """Escape sequences in the file's output and in what it raises are shown,
+    not obeyed; the JSON keeps them as they were."""
+    from dezero_mini.cli.check import report_text as text_of
+
+    clear_and_lie = "\x1b[2J\x1b[H6 of 6 contracts pass\r\x9b1m"
+    path = tmp_path / FILE_NAME
+    path.write_text(stage02_plus(
+        f"print({clear_and_lie!r})\n"
+        "_backward = Variable.backward\n"
+        "def _raise(self, *args, **kwargs):\n"
+        f"    raise ValueError({clear_and_lie!r})\n"
+        "Variable.backward = _raise\n")(tmp_path))
+    report = check_file(3, path, batches=5)
+    assert clear_and_lie in report.output
+    text = text_of(report)
+    assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", text), repr(text)
+    assert "\\x1b[2J\\x1b[H6 of 6 contracts pass\\x0d\\x9b1m" in text
+
+
+def test_rss_growth_is_measured_from_the_lowest_point_not_from_the_loaded_size(monkeypatch):
+    """A ballast held while loading and freed at the first backward: the RSS
+    falls 260 MiB, then the graphs take 200 MiB. From the size once loaded
+    nothing grew; from the lowest point, 200 MiB did."""
+    from dezero_mini.contracts import runner
+
+    readings = iter([300, 40, 90, 240, 200])  # MiB: loaded, freed, growing
+    monkeypatch.setattr(runner, "_rss_bytes", lambda pid: next(readings) * MIB)
+    child = object.__new__(runner._Child)
+    child.process = type("Process", (), {"pid": 0})()
+    child.rss = child.rss_peak = child.rss_loaded = child.rss_low = None
+    child.rss_rise, child._rss_read_at = 0, 0.0
+    child.mark_loaded()
+    for _ in range(4):
+        child._rss_read_at = 0.0
+        child._sample_rss()
+    assert child.rss_loaded == 300 * MIB and child.rss_growth == 200 * MIB
+
+
+def test_rows_graded_after_the_installation_changed_are_not_counted(tmp_path, monkeypatch):
+    """The first check of the run changes the installation (a copy of
+    ``steps/`` stands in for it): its own check reports the tampering, and
+    the honest file graded after it, on a changed course, is not counted."""
+    from dezero_mini.grading import batch
+
+    steps = tmp_path / "steps"
+    shutil.copytree(STEPS, steps, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setenv("DEZERO_MINI_STEPS", str(steps))
+    for student, text in (("mallory", stage02_plus(
+            "import os\nwith open(os.path.join(os.environ['DEZERO_MINI_STEPS'], "
+            "'step01_leaking_graph.py'), 'a') as _f:\n    _f.write('# pass everything\\n')\n")),
+                          ("bob", stage02_plus(""))):
+        (tmp_path / student).mkdir()
+        (tmp_path / student / FILE_NAME).write_text(text(tmp_path))
+    grading = batch.Grading(number=3, jobs=1, batches=5)
+    rows = batch.grade_all(grading, batch.find_submissions(
+        3, [str(tmp_path / "mallory"), str(tmp_path / "bob")]))
+    assert [(row["student"], row["status"], row["points"]) for row in rows] == [
+        ("mallory", "error", 0), ("bob", "error", 0)]
+    assert all(row["message"].startswith("not counted: the grading installation changed during "
+                                          "this run (") for row in rows), rows
+    assert "tampering detected" in rows[0]["message"]
+
+
+def test_a_check_that_cannot_start_is_that_students_error_row(tmp_path, monkeypatch):
+    from dezero_mini.grading import batch
+
+    for student in ("alice", "bob"):
+        (tmp_path / student).mkdir()
+        (tmp_path / student / FILE_NAME).write_text(step_text(2))
+    started = batch._Running.run
+
+    def run(self, argv, cwd, timeout):
+        if "alice" in " ".join(argv):
+            raise OSError(24, "Too many open files")
+        return started(self, argv, cwd, timeout)
+
+    monkeypatch.setattr(batch._Running, "run", run)
+    rows = batch.grade_all(batch.Grading(number=3, jobs=2, batches=5), batch.find_submissions(
+        3, [str(tmp_path / "alice"), str(tmp_path / "bob")]))
+    assert [(row["student"], row["status"]) for row in rows] == [("alice", "error"),
+                                                                ("bob", "failed")]
+    assert rows[0]["message"].endswith("the grader could not check it: OSError: [Errno 24] Too "
+                                       "many open files"), rows[0]["message"]

@@ -18,23 +18,27 @@ from dezero_mini.cli.options import (add_run_options, add_sandbox_option, add_sc
 from dezero_mini.contracts.runner import check_file
 from dezero_mini.contracts.scoring import Weights, display_points
 from dezero_mini.grading import gradescope
+from dezero_mini.printable import printable
 
 
 def report_text(report):
     """The report of ``check`` for people: one line per contract, and the
-    hint under each one that fails."""
+    hint under each one that fails. What came from the submission (its
+    name, what it printed, what it raised) is shown with its control
+    characters escaped (``printable``): it cannot redraw the report."""
     stage_label = f"stage {report.stage:02d} ({report.stage_title})"
     if report.status == "error":
-        lines = [f"dezero_mini check: error: {report.message}"]
+        lines = [f"dezero_mini check: error: {printable(report.message, newlines=False)}"]
     else:
-        lines = [f"checking {report.file} against {stage_label}: "
+        lines = [f"checking {printable(report.file, newlines=False)} against {stage_label}: "
                  f"{len(report.results)} contracts"]
         width = max(len(result.name) for result in report.results)
         for result in report.results:
             status = "pass" if result.passed else "FAIL"
             points = f"{display_points(result.points)}/{display_points(result.max_points)}"
             lines.append(f"{status}  {result.name:<{width}}  {points:>5}  expected "
-                         f"{result.expected}; measured {result.measured}")
+                         f"{printable(result.expected, newlines=False)}; measured "
+                         f"{printable(result.measured, newlines=False)}")
             if not result.passed:
                 lines.append(f"      {'':<{width}}  {'':>5}  hint: {result.hint}")
     passed = sum(result.passed for result in report.results)
@@ -44,7 +48,7 @@ def report_text(report):
     if report.output.strip():
         lines.append("what the file printed" + (" (the beginning)" if report.output_truncated
                                                 else "") + ":")
-        lines.extend("  | " + line for line in report.output.rstrip().splitlines())
+        lines.extend("  | " + line for line in printable(report.output.rstrip()).split("\n"))
     return "\n".join(lines)
 
 

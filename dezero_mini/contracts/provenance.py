@@ -3,16 +3,24 @@
 A stage file must define the stage's names (``Stage.needs``: ``Variable``,
 ``Function``, ...) itself. Three checks, each of which names what it found:
 
-* ``reference_of(path)``, in the grading parent, without running the file:
-  the file is one of the course's own ``steps/`` files, comments, docstrings
-  and layout aside (its syntax tree is the same);
-* ``imported_names(path, names)``, in the parent too: a needed name that the
-  file imports (``from dezero_mini import Variable``) instead of defining it;
+* ``reference_of(digest)``, without running the file: the file is one of
+  the course's own ``steps/`` files, comments, docstrings and layout aside
+  (its syntax tree is the same);
+* ``imported_names(tree, names)``: a needed name that the file imports
+  (``from dezero_mini import Variable``) instead of defining it;
+
+the tree and its digest made by ``read_submission`` in the worker, before
+any of the file's code runs (there the time and memory limits bound what a
+hostile file costs to parse; the grading parent never parses a
+submission): it reads at most ``MAX_SUBMISSION_BYTES`` and turns what the
+parser cannot hold into a ``CannotCheck`` with a reason;
 * ``borrowed_names(module, path, names)``, in the worker once the file is
   loaded: a class or function whose code lives in another file
   (``dezero_mini``, ``steps/``, ``load_stage``), wherever it was bound.
 """
 import ast
+import functools
+import hashlib
 import inspect
 from pathlib import Path
 
@@ -28,28 +36,100 @@ def _without_docstrings(tree):
     return tree
 
 
-def code_fingerprint(source):
-    """The syntax tree of ``source`` without comments, docstrings and layout
-    (None when it does not parse)."""
+#: The largest file taken as a submission (Gradescope's limit too): a stage
+#: file is a few hundred lines (36 KB at most in the course).
+MAX_SUBMISSION_BYTES = 1024 * 1024
+
+
+class CannotCheck(ValueError):
+    """A submission that is not parsed: too large, or beyond what the
+    parser can hold. The message says why, in one line."""
+
+
+def parse_submission(path):
+    """The syntax tree of the submission at ``path``, read at most
+    ``MAX_SUBMISSION_BYTES``; None when it does not parse (loading it in the
+    worker reports the SyntaxError). CannotCheck for a larger file or one
+    that the parser cannot hold (its expressions nest too deeply, or it
+    needs more memory than there is): nothing a submission holds makes its
+    reader raise anything else. OSError when it cannot be read."""
+    path = Path(path)
+    with open(path, "rb") as file:
+        data = file.read(MAX_SUBMISSION_BYTES + 1)
+    if len(data) > MAX_SUBMISSION_BYTES:
+        raise CannotCheck(too_large(path))
     try:
-        return ast.dump(_without_docstrings(ast.parse(source)))
-    except (SyntaxError, ValueError):
+        return ast.parse(data.decode("utf-8", "replace"))
+    except (SyntaxError, ValueError):  # (ValueError: a null byte, on Python 3.11)
         return None
+    except (RecursionError, MemoryError) as error:
+        raise CannotCheck(too_complex(path, error)) from None
 
 
-def reference_of(path, first_stage):
-    """The course's step file (a Path) of stage ``first_stage`` or later whose
-    code ``path`` is, or None. (The stage a learner starts from is not in that
-    range: it honestly fails the new contracts.)"""
-    from dezero_mini.memory.stages import _discover
+def too_large(path):
+    """Why a file over ``MAX_SUBMISSION_BYTES`` cannot be checked."""
+    return (f"{Path(path).name} is more than {MAX_SUBMISSION_BYTES} bytes, more than a stage "
+            "file can be: submit the stage file alone")
 
-    mine = code_fingerprint(Path(path).read_text(errors="replace"))
-    if mine is None:
+
+def too_complex(path, error):
+    """Why a file beyond the parser's limits cannot be checked."""
+    return (f"{Path(path).name} is too complex to parse ({type(error).__name__}: its "
+            "expressions nest too deeply or it is too large): write it as a stage file is written")
+
+
+def code_fingerprint(tree):
+    """The syntax tree ``tree`` without comments, docstrings and layout, as
+    text (None for no tree). (RecursionError for a tree nested deeper than
+    the parser's own limit: ``ast.dump`` recurses.)"""
+    if tree is None:
         return None
-    for number, _, step in _discover():
-        if number >= first_stage and code_fingerprint(step.read_text()) == mine:
-            return step
-    return None
+    return ast.dump(_without_docstrings(tree))
+
+
+def fingerprint_digest(tree):
+    """The SHA-256 (hex) of ``code_fingerprint(tree)``, or None for no tree:
+    what the worker sends the parent, which never parses a submission."""
+    fingerprint = code_fingerprint(tree)
+    return None if fingerprint is None else hashlib.sha256(fingerprint.encode()).hexdigest()
+
+
+def _reference_digests():
+    from dezero_mini.memory.stages import _discover, steps_dir
+
+    return _digests_of(steps_dir(), tuple((number, step) for number, _, step in _discover()))
+
+
+@functools.lru_cache(maxsize=None)
+def _digests_of(folder, steps):
+    """(number, step, digest) of the course's step files, ``steps`` as
+    (number, path) (the folder keys the cache: a check of another copy of
+    the course reads that one)."""
+    return tuple((number, step, fingerprint_digest(ast.parse(step.read_text())))
+                 for number, step in steps)
+
+
+def reference_of(digest, first_stage):
+    """The course's step file (a Path) of stage ``first_stage`` or later
+    whose code a submission is, by the ``fingerprint_digest`` of its tree,
+    or None. (The stage a learner starts from is not in that range: it
+    honestly fails the new contracts.)"""
+    if digest is None:
+        return None
+    return next((step for number, step, theirs in _reference_digests()
+                 if number >= first_stage and theirs == digest), None)
+
+
+def read_submission(path, names):
+    """``(digest, imported)`` of the submission at ``path``, read before any
+    of its code runs: its ``fingerprint_digest`` and its
+    ``imported_names(tree, names)``. CannotCheck (with the reason) for a
+    file too large or too complex to read; OSError when it cannot be read."""
+    tree = parse_submission(path)
+    try:
+        return fingerprint_digest(tree), imported_names(tree, names)
+    except (RecursionError, MemoryError) as error:  # a walk of a tree the parser held
+        raise CannotCheck(too_complex(path, error)) from None
 
 
 def _top_level_statements(body):
@@ -63,15 +143,13 @@ def _top_level_statements(body):
             yield from _top_level_statements(handler.body)
 
 
-def imported_names(path, names):
-    """{name: what it imports} for each of ``names`` that the file at
-    ``path`` binds with an ``import`` at its top level and defines nowhere
-    else there. Empty for a file that does not parse (loading it reports the
-    SyntaxError). (A name bound only at run time, by ``globals().update`` or
-    ``exec``, is ``borrowed_names``'s to find.)"""
-    try:
-        tree = ast.parse(Path(path).read_text(errors="replace"))
-    except (SyntaxError, ValueError):
+def imported_names(tree, names):
+    """{name: what it imports} for each of ``names`` that the submission's
+    syntax tree ``tree`` (``parse_submission``) binds with an ``import`` at
+    its top level and defines nowhere else there. Empty for no tree (loading
+    the file reports the SyntaxError). (A name bound only at run time, by
+    ``globals().update`` or ``exec``, is ``borrowed_names``'s to find.)"""
+    if tree is None:
         return {}
     defined, imported = set(), {}
     for node in _top_level_statements(tree.body):

@@ -19,16 +19,20 @@ down nor outlive it:
 
 And so that a file cannot make the report say what it did not measure:
 
-* before it runs, a file that is the course's own reference, or that
-  imports the stage's names, is refused (``provenance``);
+* before any of its code runs, a file that is the course's own reference,
+  or that imports the stage's names, is refused (``provenance``: the worker
+  reads the file's syntax, under its limits, and sends the parent a digest;
+  the parent itself never parses a submission, and takes none over 1 MiB);
 * results come on a channel of their own, each line signed with a secret of
   the run (``channel``): an unsigned or out-of-order line is tampering, as
   is a change to the instruments the worker sealed;
-* a flat-memory pass is held against the memory of the worker's whole
-  process tree, which the parent reads from its cgroup or /proc; the files
-  of the installation are compared before and after the check (in the
+* a flat-memory pass is held against the resident memory of the worker's
+  whole process tree, which the parent reads from /proc (its rise from the
+  lowest point, and its peak against the stage's budget); the bytes of the
+  installation's files are compared before and after the check (in the
   sandbox they are read-only).
 """
+import hashlib
 import json
 import os
 import re
@@ -41,10 +45,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from dezero_mini.atomic import not_a_file
-from dezero_mini.contracts import get_stage, names_needed_at
+from dezero_mini.contracts import get_stage
 from dezero_mini.contracts.bench import BATCHES
 from dezero_mini.contracts.channel import Reader, Tampered, new_key
-from dezero_mini.contracts.provenance import imported_names, reference_of
+from dezero_mini.contracts.provenance import MAX_SUBMISSION_BYTES, reference_of, too_large
 from dezero_mini.contracts.scoring import Weights, select_contracts
 from dezero_mini.contracts import bubblewrap
 from dezero_mini.contracts.sandbox import MIB, Limits, describe_limit, end_worker, start_worker
@@ -58,13 +62,30 @@ DEFAULT_TOTAL_TIMEOUT = 120.0
 #: The contracts whose pass says that memory stays flat over the training
 #: record: the parent holds them against the worker's RSS growth.
 FLAT_MEMORY_CONTRACTS = frozenset({"traced_bytes_flat"})
-#: The RSS growth (bytes, from the file loaded to the end of such a contract)
-#: beyond which a flat-memory pass contradicts what /proc shows. The reference
-#: stages 03-10 grow by at most 26 MiB over their whole check.
+#: The RSS growth (bytes, the rise above the lowest point since the file
+#: loaded, up to the end of such a contract) beyond which a flat-memory pass
+#: contradicts what /proc shows. The reference stages 03-10 grow by at most
+#: 26 MiB over their whole check.
 RSS_GROWTH_ALLOWED = 128 * MIB
 #: How ``check_file`` may run the learner's file: in bubblewrap's sandbox
 #: where it can run, only there, or never (see its docstring).
 SANDBOX_MODES = ("auto", "required", "off")
+#: The highest RSS (MiB) of the worker over the whole check of each stage's
+#: own file (``check N steps/stepNN_*.py --allow-reference``, 200 batches;
+#: the larger of two runs, Python 3.11, NumPy 2.4, Linux x86-64).
+REFERENCE_PEAK_MIB = {1: 229, 2: 229, 3: 50, 4: 50, 5: 65, 6: 66, 7: 66, 8: 59, 9: 59, 10: 68}
+#: How far above its stage's reference peak the worker's RSS may go before a
+#: flat-memory pass is a contradiction. A file could hold a ballast from
+#: loading and free it as its graphs grow (its RSS then stays flat): this
+#: caps what it can hide that way at the growth allowance.
+PEAK_MARGIN = RSS_GROWTH_ALLOWED
+
+
+def memory_budget(number):
+    """The highest RSS (bytes) that a flat-memory pass of stage ``number``
+    stands with: the stage's reference peak and ``PEAK_MARGIN``."""
+    peak = REFERENCE_PEAK_MIB.get(number, max(REFERENCE_PEAK_MIB.values()))
+    return peak * MIB + PEAK_MARGIN
 #: Characters of the learner's output that the report keeps.
 OUTPUT_LIMIT = 2000
 
@@ -232,6 +253,8 @@ class _Child:
         self.output_start = len(output.kept)
         self.rss = self.rss_peak = self.rss_loaded = None
         self.memory_killed = False
+        self.rss = self.rss_peak = self.rss_loaded = self.rss_low = None
+        self.rss_rise = 0
         self._rss_read_at = 0.0
 
     def _sample_rss(self):
@@ -242,19 +265,24 @@ class _Child:
             if rss is not None:
                 self.rss = rss
                 self.rss_peak = max(rss, self.rss_peak or 0)
+                if self.rss_low is not None:  # loaded: the rise above the lowest point so far
+                    self.rss_low = min(self.rss_low, rss)
+                    self.rss_rise = max(self.rss_rise, rss - self.rss_low)
 
     def mark_loaded(self):
         """Start the RSS cross-check from here (the file and NumPy are in)."""
         self._rss_read_at = 0.0
         self._sample_rss()
-        self.rss_loaded, self.rss_peak = self.rss, self.rss
+        self.rss_loaded = self.rss_peak = self.rss_low = self.rss
+        self.rss_rise = 0
 
     @property
     def rss_growth(self):
-        """How much the worker's RSS grew above its size once loaded (bytes)."""
-        if self.rss_loaded is None or self.rss_peak is None:
-            return 0
-        return self.rss_peak - self.rss_loaded
+        """How much the worker's RSS rose since it was loaded (bytes), from
+        the lowest point before each reading rather than from its size once
+        loaded: memory held while loading and freed later (a ballast) hides
+        no growth."""
+        return self.rss_rise if self.rss_low is not None else 0
 
     def _read(self, timeout):
         for key, _ in self.selector.select(timeout=timeout):
@@ -349,49 +377,135 @@ def _result(contract, *, passed, expected, measured, seconds, error=None):
         hint=contract.hint, seconds=round(seconds, 3), error=error)
 
 
-def _installation_state():
-    """Size and change time of each file of the course's installation that
-    a later check would run (the package, the step files, ``.pth`` files and
-    ``*customize.py`` on ``sys.path``): a submission must not change them."""
+def _installation_sources():
+    """The source files of the course's installation that a later check
+    would run: the package and the step files, and in ``site-packages`` the
+    ``.pth`` files, the modules they import (an editable install's finder)
+    and ``*customize.py``."""
     from dezero_mini.memory.stages import steps_dir
 
-    files = [*Path(__file__).resolve().parents[1].rglob("*.py"), *steps_dir().glob("*.py")]
+    sources = [*Path(__file__).resolve().parents[1].rglob("*.py"), *steps_dir().glob("*.py")]
     for entry in sys.path:
         if entry and os.path.isdir(entry) and "site-packages" in entry:
-            files += [*Path(entry).glob("*.pth"), *Path(entry).glob("*customize.py")]
+            folder = Path(entry)
+            sources += [*folder.glob("*.pth"), *folder.glob("*customize.py"),
+                        *folder.glob("__editable__*.py")]
+            for pth in folder.glob("*.pth"):
+                sources += _imported_by_pth(pth, entry)
+    return sorted(set(sources))
+
+
+def _imported_by_pth(pth, folder):
+    """The source files of the modules that the ``import`` lines of the
+    ``.pth`` file ``pth`` import (``site`` runs those lines at every start)."""
+    from importlib.machinery import PathFinder
+
+    try:
+        lines = pth.read_text(errors="replace").splitlines()
+    except OSError:
+        return []
+    found = []
+    for line in lines:
+        if re.match(r"import[ \t]", line):
+            for name in re.findall(r"(?:import|,)\s*([A-Za-z_][\w.]*)", line):
+                spec = PathFinder.find_spec(name.split(".")[0], [folder])
+                if spec is not None and spec.origin and spec.origin.endswith(".py"):
+                    found.append(Path(spec.origin))
+    return found
+
+
+def _bytecode_of(sources):
+    """The bytecode file of each ``.py`` source (``__pycache__``: Python runs a
+    ``.pyc`` whose header matches its source without reading the source
+    again), written first where it is missing or stale: then only a
+    submission changes it during a check, not the first import of a module."""
+    import importlib.util
+    import py_compile
+
+    files = []
+    for source in sources:
+        if source.suffix != ".py":
+            continue
+        cached = Path(importlib.util.cache_from_source(str(source)))
+        files.append(cached)
+        try:
+            info = source.stat()
+            with open(cached, "rb") as pyc:
+                header = pyc.read(16)
+            current = header == (importlib.util.MAGIC_NUMBER + bytes(4)
+                                 + (int(info.st_mtime) & 0xFFFFFFFF).to_bytes(4, "little")
+                                 + (info.st_size & 0xFFFFFFFF).to_bytes(4, "little"))
+        except OSError:
+            current = False
+        writable = os.access(cached.parent if cached.parent.exists() else source.parent, os.W_OK)
+        if not current and writable:  # (where nobody may write it, no import writes it either)
+            try:
+                py_compile.compile(str(source), cfile=str(cached), doraise=True,
+                                   invalidation_mode=py_compile.PycInvalidationMode.TIMESTAMP)
+            except (OSError, py_compile.PyCompileError):
+                pass  # a source that does not compile: no import writes its bytecode either
+    return files
+
+
+#: (path, size, mtime, ctime, inode) -> sha256 of the file's bytes, for the
+#: files read already in this process (the state is taken before and after a check).
+_digests = {}
+
+
+def installation_state():
+    """Size, times and the sha256 of the bytes of each file of the course's
+    installation (its sources and their bytecode): a submission must not
+    change them."""
+    sources = _installation_sources()
     state = {}
-    for file in files:
+    for file in [*sources, *_bytecode_of(sources)]:
         try:
             info = file.stat()
+            key = (str(file), info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
+            if key not in _digests:
+                _digests[key] = hashlib.sha256(file.read_bytes()).hexdigest()
         except OSError:
             continue
-        state[str(file)] = (info.st_size, info.st_mtime_ns, info.st_ctime_ns)
+        state[str(file)] = key[1:] + (_digests[key],)
     return state
 
 
-def _changed_files(before, after):
+def changed_files(before, after):
+    """The files whose state differs between two ``installation_state``s, sorted."""
     return sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
 
 
-def _refuse_before_running(report, path, number, allow_reference):
-    """The checks that need no run (``provenance``): the course's own
-    reference, or a needed name that the file does not define. Sets the
-    report's error and returns True when the file is refused."""
-    if not allow_reference:
-        reference = reference_of(path, number)
-        if reference is not None:
-            report.status, report.message = "error", (
-                f"{path.name} is the course's own {reference.name} (comments, docstrings and "
-                "layout aside): a submission must be the learner's own work")
-            return True
-    imported = imported_names(path, names_needed_at(number))
-    if imported:
-        name, origin = next(iter(imported.items()))
+def _refuse_before_running(report, path):
+    """What the parent refuses without reading the file: a name that does
+    not end in ``.py`` (Python would not import it), a size over
+    ``MAX_SUBMISSION_BYTES`` (the worker reads no more either). Sets the
+    report's error and returns True when the file is refused. (Its syntax
+    is read in the worker, before any of its code runs: ``_refused_read``.)"""
+    if path.suffix != ".py":  # (``path`` is resolved: a link's target counts)
         report.status, report.message = "error", (
-            f"{path.name} does not define {', '.join(imported)} itself ({name}: it imports "
-            f"{origin}): a submission must define the stage's classes and functions in the file")
+            f"cannot be checked: {path.name} is not a Python file (its name does not end in "
+            ".py): give the path of your stage file, stepNN_<name>.py")
+        return True
+    try:
+        size = path.stat().st_size
+    except OSError as error:
+        report.status, report.message = "error", (
+            f"cannot be checked: cannot read {path.name}: {error.strerror or error}")
+        return True
+    if size > MAX_SUBMISSION_BYTES:
+        report.status, report.message = "error", f"cannot be checked: {too_large(path)}"
         return True
     return False
+
+
+def _refused_read(event, path, number, allow_reference):
+    """Why the file is refused, from the worker's ``read`` event (the
+    fingerprint of its syntax tree): the course's own reference; or None."""
+    reference = None if allow_reference else reference_of(event.get("fingerprint"), number)
+    if reference is None:
+        return None
+    return (f"{path.name} is the course's own {reference.name} (comments, docstrings and "
+            "layout aside): a submission must be the learner's own work")
 
 
 def _limit_text(limits, code, text, memory_killed=False):
@@ -446,7 +560,7 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
             else f"{str(path)!r} {what}; give the path of your stage file")
         return report
     path = path.resolve()
-    if _refuse_before_running(report, path, number, allow_reference):
+    if _refuse_before_running(report, path):
         return report
     problem = bubblewrap.sandbox_problem() if sandbox != "off" else None
     if sandbox == "required" and problem:
@@ -458,7 +572,7 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
     contracts = {contract.name: contract for contract in selected}
     left = list(contracts)
     output = _Output(OUTPUT_LIMIT)
-    installation = _installation_state()
+    installation = installation_state()
     while left and report.status != "error":
         child = _Child(path, number, batches, left, output, limits, report.sandboxed)
         timed_out, current, began, location = None, None, time.monotonic(), None
@@ -485,13 +599,19 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
                 if kind == "tampered":
                     report.status, report.message = "error", f"tampering detected: {event['message']}"
                     break
-                if kind == "loaded":
+                if kind == "read":
+                    refusal = _refused_read(event, path, number, allow_reference)
+                    if refusal:
+                        report.status, report.message = "error", refusal
+                        break
+                elif kind == "loaded":
                     child.mark_loaded()
                 elif kind == "start" and event.get("name") in left:
                     current, began = event["name"], time.monotonic()
                 elif kind == "result" and event.get("name") == current:
                     report.results.append(_checked_result(contracts[current], event, child,
-                                                          limits, time.monotonic() - began))
+                                                          limits, time.monotonic() - began,
+                                                          number))
                     left.remove(current)
                     current, began = None, time.monotonic()
                     if not left:
@@ -535,7 +655,7 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
                     measured=f"not run: the check's total time limit of {total_timeout:g} s "
                              "ran out", seconds=0.0, error="timeout"))
             left.clear()
-    changed = _changed_files(installation, _installation_state())
+    changed = changed_files(installation, installation_state())
     if changed:
         report.status, report.message = "error", (
             f"tampering detected: the check changed the grading installation: "
@@ -546,17 +666,25 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
     return report
 
 
-def _checked_result(contract, event, child, limits, seconds):
+def _checked_result(contract, event, child, limits, seconds, number):
     """The ``ContractResult`` of a result event, cross-checked from outside:
-    a flat-memory claim against the worker's RSS growth (read from /proc),
-    a raised MemoryError against the memory limit."""
+    a flat-memory claim against the worker's RSS (read from /proc: its rise
+    since loading, and its peak against the stage's ``memory_budget``), a
+    raised MemoryError against the memory limit."""
     passed, measured, error = bool(event.get("passed")), str(event.get("measured")), event.get("error")
     if error == "raised":
         measured += _limit_text(limits, None, measured)
-    growth = child.rss_growth
-    if passed and contract.name in FLAT_MEMORY_CONTRACTS and growth > RSS_GROWTH_ALLOWED:
-        passed, error = False, "contradiction"
-        measured = (f"the worker reported {measured} while its RSS grew "
-                    f"{growth / MIB:.0f} MiB (read from /proc by the checker)")
+    if passed and contract.name in FLAT_MEMORY_CONTRACTS:
+        growth, peak, budget = child.rss_growth, child.rss_peak or 0, memory_budget(number)
+        if growth > RSS_GROWTH_ALLOWED:
+            passed, error = False, "contradiction"
+            measured = (f"the worker reported {measured} while its RSS grew "
+                        f"{growth / MIB:.0f} MiB (read from /proc by the checker)")
+        elif peak > budget:
+            passed, error = False, "contradiction"
+            measured = (f"the worker reported {measured} while its RSS reached {peak / MIB:.0f} "
+                        f"MiB, above the {budget / MIB:.0f} MiB that stage {number:02d} needs "
+                        f"at most (its reference's peak and {PEAK_MARGIN // MIB} MiB; read "
+                        "from /proc by the checker)")
     return _result(contract, passed=passed, expected=str(event.get("expected")),
                    measured=measured, seconds=seconds, error=error)

@@ -358,11 +358,12 @@ class Worker:
         return self._tree
 
     def memory(self):
-        """The memory of the whole tree, in bytes, or None: what its cgroup
-        is charged, else the sum of its processes' resident sizes."""
-        if self.cgroup is not None:
-            return self.cgroup.usage()
-        sizes = [size for size in map(resident_bytes, self.processes()) if size is not None]
+        """The memory of the whole tree, in bytes, or None: the sum of its
+        processes' resident sizes. (Not the cgroup's charge, which bounds the
+        tree but also counts the page cache of every file it reads: the
+        stages' memory budgets are resident sizes.)"""
+        pids = self.cgroup.processes() if self.cgroup is not None else self.processes()
+        sizes = [size for size in map(resident_bytes, pids) if size is not None]
         return sum(sizes) if sizes else None
 
     def memory_killed(self):

@@ -15,6 +15,7 @@ from dezero_mini.memory.probes import collector
 from dezero_mini.memory.refgraph import _attributes, format_bytes, watch
 from dezero_mini.memory.stages import load_stage
 from dezero_mini.memory.timeline import record_step_timeline
+from dezero_mini.memory.true_types import is_instance
 from dezero_mini.memory.workload import Workload
 
 STAGE = Stage(
@@ -126,7 +127,7 @@ def freed_during_backward(module):
         if hasattr(obj, "creator"):
             arrays = [obj.data]
         else:  # a Function: the arrays among its attributes (none before stage 08)
-            arrays = [value for _, value in _attributes(obj) if isinstance(value, np.ndarray)]
+            arrays = [value for _, value in _attributes(obj) if is_instance(value, np.ndarray)]
         held.update((id(a), a.nbytes) for a in arrays if id(a) not in parameters)
     return sum(held.values())
 

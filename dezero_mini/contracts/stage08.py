@@ -19,6 +19,7 @@ from dezero_mini.contracts.bench import KIB, array
 from dezero_mini.contracts.stage06 import settled_timeline
 from dezero_mini.memory.refgraph import format_bytes
 from dezero_mini.memory.stages import load_stage
+from dezero_mini.memory.true_types import is_instance
 
 STAGE = Stage(
     number=8,
@@ -250,7 +251,7 @@ def check_names_what_is_never_read(module):
             error = _error_of(run)
         if error is None:
             problems.append(f"{cls.__name__}: the check raised nothing")
-        elif not isinstance(error, RuntimeError):
+        elif not is_instance(error, RuntimeError):
             problems.append(f"{cls.__name__}: {type(error).__name__}, not RuntimeError: {error}")
         elif cls.__name__ not in str(error) or not re.search(pattern, str(error)):
             problems.append(f"{cls.__name__}: the message {str(error)!r} does not name the "

@@ -18,6 +18,7 @@ from dezero_mini.contracts import Measurement, Stage
 from dezero_mini.memory.plans import (PLANNERS, branches_network, chain_network, lower_bound,
                                       mlp_network, naive_total, residual_network,
                                       unordered_sharing)
+from dezero_mini.memory.probes import tracing
 from dezero_mini.memory.refgraph import format_bytes
 
 STAGE = Stage(
@@ -171,10 +172,7 @@ def executor_allocates_before_running(module):
     """Making the Executor allocates the plan's blocks; a run then allocates less than a quarter of that."""
     network = mlp_network(module, hidden_layers=4)
     plan = module.plan_memory(network.trace(module, True))
-    started = not tracemalloc.is_tracing()
-    if started:
-        tracemalloc.start()
-    try:
+    with tracing():
         start = tracemalloc.get_traced_memory()[0]
         executor = module.Executor(plan)
         made = tracemalloc.get_traced_memory()[0] - start
@@ -184,9 +182,6 @@ def executor_allocates_before_running(module):
         executor(*network.feeds)
         run_peak = tracemalloc.get_traced_memory()[1] - before
         held = tracemalloc.get_traced_memory()[0] - start
-    finally:
-        if started:
-            tracemalloc.stop()
     # A correct run still sees numpy's own scratch: a ufunc that broadcasts
     # (the bias add) iterates through a buffer of up to 8,192 elements (64 KiB);
     # and the Executor's views of its blocks are small objects of their own.

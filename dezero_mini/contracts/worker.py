@@ -10,6 +10,9 @@ own, each line signed: ``dezero_mini.contracts.channel``); what the learner's
 file prints goes to standard output and error, which the parent captures and
 truncates. Events, in order:
 
+* ``{"event": "read", "fingerprint": ...}`` (the digest of the file's
+  syntax tree, read before any of its code runs), or an error when it is
+  too large or complex to read or imports a name the stage needs;
 * ``{"event": "loaded"}``, or ``{"event": "error", "message": ...}`` when
   the file cannot be imported, lacks a name that the stage needs or did not
   define it itself, or ``{"event": "tampered", "message": ...}``;
@@ -80,13 +83,19 @@ FROZEN = ("the file called gc.freeze() or gc.unfreeze(), which moves objects out
 class Seal:
     """What the sealed modules (``SEALED_MODULES``) hold, by identity: each
     attribute of each module, each attribute of each class defined there,
-    and the code of each function. ``broken()`` names what changed since.
+    and the code of each function; and the interpreter's state that the
+    measurement relies on (``_interpreter_state``). ``broken()`` names what
+    changed since.
     A class's plain values (``Config.enable_backprop``) may change: the
     measurements toggle them."""
 
     def __init__(self, prefixes=SEALED_MODULES):
         self._prefixes = prefixes
         self._entries = self._take()
+        self._state = _interpreter_state()
+        # Looked up again by a later import (Contract.check imports lazily):
+        # a module put in a sealed one's place would be what it finds.
+        self._imported = self._modules()
 
     def _modules(self):
         return [(name, module) for name, module in list(sys.modules.items())
@@ -119,13 +128,74 @@ class Seal:
             if namespace.get(attribute, missing) is not value or (
                     code is not None and getattr(value, "__code__", None) is not code):
                 return f"{label}.{attribute}"
-        return None
+        for name, module in self._imported:
+            if sys.modules.get(name) is not module:
+                return f"sys.modules[{name!r}]"
+        now = _interpreter_state()
+        return next((what for what, sealed in self._state.items() if now.get(what) != sealed),
+                    None)
+
+
+def _interpreter_state():
+    """{what: its state} for the parts of the interpreter that the
+    measurement relies on and that no module attribute holds: the
+    collector's callbacks, saved garbage, debug flags, thresholds and
+    switch, the trace and profile hooks, the import machinery, NumPy's
+    allocator. Compared by identity and
+    contents: appending to ``gc.callbacks`` replaces no attribute, yet a
+    callback can empty ``gc.garbage`` before a measurement reads it."""
+    import threading
+
+    state = {
+        "gc.callbacks (its entries)": [id(entry) for entry in gc.callbacks],
+        "gc.garbage (its entries)": [id(entry) for entry in gc.garbage],
+        "the collector's debug flags (gc.set_debug)": gc.get_debug(),
+        "the collector's thresholds (gc.set_threshold)": gc.get_threshold(),
+        "the collector's switch (gc.enable or gc.disable)": gc.isenabled(),
+        "the trace function (sys.settrace)": id(sys.gettrace()),
+        "the profile function (sys.setprofile)": id(sys.getprofile()),
+        "the threads' trace function (threading.settrace)": id(threading.gettrace()),
+        "the threads' profile function (threading.setprofile)": id(threading.getprofile()),
+        "the import machinery (sys.meta_path)": [id(entry) for entry in sys.meta_path],
+        "the import machinery (sys.path_hooks)": [id(entry) for entry in sys.path_hooks],
+    }
+    monitoring = getattr(sys, "monitoring", None)  # Python 3.12 and later
+    if monitoring is not None:
+        state["the monitoring tools (sys.monitoring)"] = [
+            monitoring.get_tool(tool) for tool in range(6)]
+    numpy_core = sys.modules.get("numpy._core.multiarray") or sys.modules.get(
+        "numpy.core.multiarray")
+    if numpy_core is not None and hasattr(numpy_core, "get_handler_name"):
+        state["NumPy's memory allocator"] = numpy_core.get_handler_name()
+    return state
 
 
 def _identity(value):
     """The value and its code (None for a value without), held: an id could
     be reused once its object is freed."""
     return value, getattr(value, "__code__", None)
+
+
+def _read(path, needed):
+    """``(refusal, fingerprint)``: why the file is refused before any of its
+    code runs (too large or too complex to read, or it imports a name that
+    the stage needs instead of defining it), or None; and the digest of its
+    syntax tree (``provenance``). Read here, not in the grading parent: the
+    worker's time and memory limits bound what a hostile file costs."""
+    from dezero_mini.contracts.provenance import CannotCheck, read_submission
+
+    try:
+        fingerprint, imported = read_submission(path, needed)
+    except CannotCheck as error:
+        return f"cannot be checked: {error}", None
+    except OSError as error:
+        return f"cannot be checked: cannot read {path.name}: {error.strerror or error}", None
+    if imported:
+        name, origin = next(iter(imported.items()))
+        return (f"{path.name} does not define {', '.join(imported)} itself ({name}: it imports "
+                f"{origin}): a submission must define the stage's classes and functions in "
+                "the file"), fingerprint
+    return None, fingerprint
 
 
 def main(argv):
@@ -142,8 +212,12 @@ def main(argv):
     from dezero_mini.contracts.bench import configure
     from dezero_mini.contracts.channel import Writer
     from dezero_mini.contracts.provenance import borrowed_names
+    from dezero_mini.memory.probes import TracesCleared
     from dezero_mini.memory.stages import load_stage_file
     import dezero_mini.memory  # noqa: F401  (every instrument, imported before the file)
+
+    needed = names_needed_at(number)
+    refusal, fingerprint = _read(path, needed)
 
     # Everything alive now is the checker's modules (the instruments, NumPy,
     # the course's modules): moved out of the collector's generations, it is
@@ -179,6 +253,11 @@ def main(argv):
             return FROZEN
         frozen_seen[0] = now
         return seal.broken()
+
+    if refusal:
+        send(event="error", message=refusal)
+        return 2
+    send(event="read", fingerprint=fingerprint)  # the parent knows the course's own files
 
     # The learner's folder last: its own helper modules load, but none of
     # them can stand in for a module of the standard library or of the course.
@@ -218,6 +297,9 @@ def main(argv):
             result = dict(passed=bool(found.passed), expected=str(found.expected),
                           measured=str(found.measured), error=None)
         except BaseException as error:  # the learner's code may raise anything, even SystemExit
+            if type(error) is TracesCleared:  # (its real type: a class of the file's cannot pass)
+                send(event="tampered", message=f"while {name} ran, {error}")
+                return 2
             result = dict(passed=False, expected=by_name[name].summary,
                           measured=f"raised {describe(error, path)}", error="raised")
         changed = broken()

@@ -33,10 +33,12 @@ from typing import Optional
 
 from dezero_mini.atomic import not_a_file
 from dezero_mini.contracts import get_stage
-from dezero_mini.contracts.runner import DEFAULT_TIMEOUT, DEFAULT_TOTAL_TIMEOUT
-from dezero_mini.contracts.scoring import display_points, select_contracts
+from dezero_mini.contracts.runner import (DEFAULT_TIMEOUT, DEFAULT_TOTAL_TIMEOUT, changed_files,
+                                          installation_state)
+from dezero_mini.contracts.scoring import Weights, display_points, select_contracts
 from dezero_mini.grading.files import write_atomically
 from dezero_mini.grading.gradescope import unchecked_report
+from dezero_mini.printable import printable
 
 #: Seconds a check may take beyond its per-contract limits before the
 #: grader gives up on it (starting Python, loading the file).
@@ -57,13 +59,16 @@ class Submission:
     path: Path
     file: Optional[Path]
     problem: Optional[str] = None
+    status: str = "missing"  # the row's status when there is a problem
 
 
 def find_submissions(number, arguments):
     """The ``Submission`` of each argument: a stage file, or a folder that
     holds the stage's file (``stepNN_<name>.py``). A path that does not
     exist, or one given twice, is a SubmissionError; a folder without the
-    stage file is a submission with a problem (it gets a row, with 0 points)."""
+    stage file is a submission with a problem (it gets a row, with 0 points,
+    status "missing"), and so is a symbolic link where the file or folder
+    should be (status "error": it is never followed)."""
     stage = get_stage(number)
     found, seen = [], {}
     for argument in arguments:
@@ -93,6 +98,15 @@ def find_submissions(number, arguments):
             student = key.parent.name if path.name == stage.file_name else path.stem
         else:
             raise SubmissionError(f"{str(path)!r} is neither a file nor a folder")
+        link = next((each for each in (path, file) if each.is_symlink()), None)
+        if link is not None:  # never followed: it could lead to a classmate's file
+            # (named after the link, not after where it leads)
+            student = (path.absolute().name if path.is_dir() else
+                       path.absolute().parent.name if path.name == stage.file_name else path.stem)
+            found.append(Submission(student, path, None, (
+                f"{str(link)!r} is a link, not a file: a submission must be the file itself "
+                "(a link could lead to another student's file)"), status="error"))
+            continue
         found.append(Submission(student, path, file))
     return found
 
@@ -196,6 +210,10 @@ class Grading:
     def weights_input(self):
         """The weights, as read once before any submission ran, as JSON."""
         return b"" if self.weights is None else json.dumps(self.weights.as_mapping()).encode()
+    def expected_points(self):
+        """``{name: points}`` of the contracts every report must list, in order."""
+        selected = select_contracts(self.number, self.names)
+        return (self.weights or Weights()).points_at(self.number, selected)
 
     def check_limit(self):
         """The seconds after which a check is given up: every contract's
@@ -210,6 +228,10 @@ def grade_all(grading, submissions, report_line=None):
     ``report_line(text)`` hears of each one as it is done."""
     running = _Running()
     rows = [None] * len(submissions)
+    # Each check compares the installation before and after itself; this
+    # look spans the run: a change that one check made is seen by the
+    # checks that follow, and their rows cannot be trusted either.
+    installation, changed = installation_state(), []
     previous = _stop_on_signals()
     executor = ThreadPoolExecutor(max_workers=grading.jobs)
     try:
@@ -219,7 +241,10 @@ def grade_all(grading, submissions, report_line=None):
             done, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in done:
                 index = pending.pop(future)
-                rows[index] = future.result()
+                rows[index] = _row_of(future, grading, submissions[index])
+                changed = changed or changed_files(installation, installation_state())
+                if changed:
+                    _not_counted(rows[index], changed)
                 if report_line:
                     report_line(_progress_line(rows[index], len(submissions) - len(pending),
                                                len(submissions)))
@@ -232,12 +257,35 @@ def grade_all(grading, submissions, report_line=None):
     return rows
 
 
+def _row_of(future, grading, submission):
+    """The row of a finished ``_grade_one``; an error row when grading that
+    one submission raised (a process that could not be started, say): one
+    student's problem never stops the class's grading."""
+    try:
+        return future.result()
+    except Exception as error:  # (KeyboardInterrupt and GradingStopped go on up)
+        report = unchecked_report(grading.number, submission.file or submission.path,
+                                  f"the grader could not check it: {type(error).__name__}: "
+                                  f"{error}", grading.weights, grading.names).as_dict()
+        return _row(submission, report, 0.0)
+
+
+def _not_counted(row, changed):
+    """Mark ``row`` as not counted: the installation changed during the run."""
+    row["status"], row["points"], row["passed"] = "error", 0, 0
+    for name in row.keys() - {*_ROW_FIELDS, "message"}:  # the points of each contract
+        row[name] = 0
+    row["message"] = ("not counted: the grading installation changed during this run ("
+                      f"{', '.join(changed[:3])}); reinstall the course and grade again"
+                      + (f"; the check said: {row['message']}" if row["message"] else ""))
+
+
 def _grade_one(grading, submission, running):
     started = time.monotonic()
     if submission.file is None:
         report = unchecked_report(grading.number, submission.path, submission.problem,
                                   grading.weights, grading.names).as_dict()
-        report["status"] = "missing"
+        report["status"] = submission.status
         return _row(submission, report, 0.0)
     # Each check starts in an empty folder of its own, shared with no other
     # submission's and removed afterwards.
@@ -248,16 +296,69 @@ def _grade_one(grading, submission, running):
     if done is None:
         raise KeyboardInterrupt  # grading is being stopped
     code, out, err = done
+    problem = report_problem(out, code, grading.expected_points())
+    if problem is None:
+        report = json.loads(out)
+    else:
+        message = " ".join(err.decode("utf-8", "replace").split())[-500:]
+        report = unchecked_report(
+            grading.number, submission.file,
+            f"check ended with exit code {code}" + (f": {message}" if message else "")
+            + f"; its report cannot be used: {problem}", grading.weights, grading.names).as_dict()
+    return _row(submission, report, seconds)
+
+
+_EXIT_CODES = {"passed": 0, "failed": 1, "error": 2}
+
+
+def report_problem(out, code, expected_points):
+    """Why the standard output ``out`` of a check that exited with ``code``
+    is not a report that ``grade`` can take, or None when it is. What a
+    check prints is the learner's reach (a worker that writes on its
+    parent's output, then kills it): a report counts only when it is one
+    JSON object with every field of the right type, its status and exit
+    code agree with the check's own exit, and it lists the stage's contracts
+    (``expected_points``: ``{name: points}``, in course order) each with
+    those points, earned whole when it passed and not at all otherwise."""
     try:
         report = json.loads(out)
-        if not isinstance(report, dict) or "contracts" not in report:
-            raise ValueError("not a report")
-    except ValueError:
-        message = " ".join(err.decode("utf-8", "replace").split())[-500:]
-        report = unchecked_report(grading.number, submission.file,
-                                  f"check ended with exit code {code}: {message}",
-                                  grading.weights, grading.names).as_dict()
-    return _row(submission, report, seconds)
+    except (ValueError, RecursionError):  # (UnicodeDecodeError is a ValueError)
+        return "not JSON" if out.strip() else "it printed nothing"
+    if type(report) is not dict:
+        return "not a JSON object"
+    kinds = {"status": str, "exit_code": int, "points": (int, float),
+             "max_points": (int, float), "passed": int, "total": int, "contracts": list}
+    for key, kind in kinds.items():
+        if not isinstance(report.get(key), kind) or type(report[key]) is bool:
+            return f"no {key} of the right type"
+    if not isinstance(report.get("message"), (str, type(None))):
+        return "its message is not text"
+    if report["status"] not in _EXIT_CODES or report["exit_code"] != _EXIT_CODES[report["status"]]:
+        return f"status {report['status']!r} with exit code {report['exit_code']!r}"
+    if code != report["exit_code"]:
+        return f"it says exit code {report['exit_code']}, the check exited with {code}"
+    contracts = report["contracts"]
+    if not all(type(entry) is dict for entry in contracts) or (
+            [entry.get("name") for entry in contracts] != list(expected_points)):
+        return "its contracts are not the stage's"
+    for entry in contracts:
+        wanted, passed = expected_points[entry["name"]], entry.get("passed")
+        if type(passed) is not bool or entry.get("max_points") != wanted or (
+                entry.get("points") != (wanted if passed else 0)):
+            return f"the points of {entry['name']} do not add up"
+    if (report["passed"] != sum(entry["passed"] for entry in contracts)
+            or report["total"] != len(contracts)
+            or abs(report["points"] - sum(entry["points"] for entry in contracts)) > 1e-6
+            or abs(report["max_points"] - sum(expected_points.values())) > 1e-6):
+        return "its totals do not add up"
+    if (report["status"] == "passed") != (report["passed"] == len(contracts)) and (
+            report["status"] != "error"):
+        return f"status {report['status']!r} with {report['passed']} of {len(contracts)} passed"
+    return None
+
+
+#: The columns of a row before the points of each contract (and the message after them).
+_ROW_FIELDS = ("student", "path", "status", "points", "max_points", "passed", "total", "seconds")
 
 
 def _row(submission, report, seconds):
@@ -272,7 +373,8 @@ def _row(submission, report, seconds):
 
 
 def _progress_line(row, done, total):
-    return (f"[{done}/{total}] {row['student']}: {display_points(row['points'])} of "
+    return (f"[{done}/{total}] {printable(row['student'], newlines=False)}: "
+            f"{display_points(row['points'])} of "
             f"{display_points(row['max_points'])} points ({row['status']}, "
             f"{row['seconds']:.1f} s)")
 
@@ -325,8 +427,7 @@ def _cell(value):
 def csv_text(number, rows, names=None):
     """The grades as CSV text: a header, then one row per student."""
     contracts = [contract.name for contract in select_contracts(number, names)]
-    columns = ["student", "path", "status", "points", "max_points", "passed", "total",
-               "seconds", *contracts, "message"]
+    columns = [*_ROW_FIELDS, *contracts, "message"]
     out = io.StringIO()
     writer = csv.DictWriter(out, fieldnames=columns, lineterminator="\n")
     writer.writeheader()

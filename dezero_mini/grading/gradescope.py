@@ -19,11 +19,10 @@ from pathlib import Path
 from dezero_mini.arguments import add_sandbox_option, at_least_two, positive_float, stage_number
 from dezero_mini.atomic import output_target_problem
 from dezero_mini.contracts import get_stage
+from dezero_mini.contracts.provenance import MAX_SUBMISSION_BYTES
 from dezero_mini.contracts.scoring import Weights, WeightsError, display_points, select_contracts
 from dezero_mini.grading.files import OutputPathError, write_atomically
 
-#: The largest file taken as a submission: a stage file is a few hundred lines.
-MAX_SUBMISSION_BYTES = 1024 * 1024
 
 
 def results(report):

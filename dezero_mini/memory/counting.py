@@ -15,6 +15,8 @@ automatic collections, the tracking lists are kept up to date.
 import array
 import gc
 
+from dezero_mini.memory.true_types import subclass_ids
+
 
 def framework_classes(module):
     """The two classes whose instances make a graph: ``(Variable, Function)``."""
@@ -38,13 +40,19 @@ def _figures(variables, functions):
 
 
 def _count_in(objects, classes):
-    """(Variables, Functions) among ``objects``; ``classes`` is ``framework_classes(module)``."""
-    variable_cls, function_cls = classes
+    """(Variables, Functions) among ``objects``; ``classes`` is ``framework_classes(module)``.
+
+    By each object's real type and its classes' real bases
+    (``true_types``): never ``isinstance``, which a learner's metaclass
+    answers."""
+    variable_ids = subclass_ids(classes[0])
+    function_ids = subclass_ids(classes[1]) - variable_ids
     variables = functions = 0
     for obj in objects:
-        if isinstance(obj, variable_cls):
+        kind = id(type(obj))
+        if kind in variable_ids:
             variables += 1
-        elif isinstance(obj, function_cls):
+        elif kind in function_ids:
             functions += 1
     return variables, functions
 

@@ -12,18 +12,35 @@ import numpy as np
 
 MIB = 1024 * 1024
 
+class TracesCleared(RuntimeError):
+    """tracemalloc's traces were cleared (``tracemalloc.clear_traces()``, or
+    a stop and a start) or tracing was stopped inside a ``tracing()`` block:
+    the traced bytes read there mean nothing."""
+
+
 @contextlib.contextmanager
 def tracing():
     """Trace allocations inside the block; stop afterwards only if we started
-    (a caller that traces already keeps its trace)."""
+    (a caller that traces already keeps its trace).
+
+    A small block allocated on entry must still be traced on exit: code run
+    inside that clears the traces (which also zeroes the traced-memory
+    figures) or stops tracing raises TracesCleared, rather than leaving
+    figures that say less memory is held than is."""
     started = not tracemalloc.is_tracing()
     if started:
         tracemalloc.start()
+    sentinel = bytearray(64)
     try:
         yield
     finally:
+        intact = tracemalloc.is_tracing() and tracemalloc.get_object_traceback(sentinel) is not None
+        del sentinel
         if started:
             tracemalloc.stop()
+    if not intact:
+        raise TracesCleared("tracemalloc's traces were cleared or tracing was stopped while it "
+                            "measured (tracemalloc.clear_traces(), or tracemalloc.stop())")
 
 
 @contextlib.contextmanager

@@ -1,0 +1,26 @@
+"""Text from a submission, made safe to print on a terminal.
+
+What a learner's file prints, the messages of its exceptions, its file and
+folder names all reach the text reports of ``check`` and ``grade``. A
+terminal obeys the control characters among them: an escape sequence can
+move the cursor, clear the screen and redraw the report with other figures;
+a carriage return overwrites a line. ``printable`` shows each of them as an
+escape instead (``\\x1b``); the JSON reports keep the text exact.
+"""
+import re
+
+# C0 controls but tab and newline, DEL, C1 controls (0x9b opens a sequence
+# like ESC [ does), and the bidirectional overrides that reorder a line.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def printable(text, *, newlines=True):
+    """``text`` with each control character shown as a visible escape
+    (``\\x1b``, ``\\u202e``); newlines kept unless ``newlines`` is False."""
+    text = _CONTROL.sub(_escape, str(text))
+    return text if newlines else text.replace("\n", "\\n")
+
+
+def _escape(match):
+    code = ord(match.group())
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
