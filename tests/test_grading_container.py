@@ -10,16 +10,14 @@ the fix. The real engine's figures are in docs/classroom.md.
 """
 import csv
 import json
-import os
 import sys
-from pathlib import Path
+import tempfile
 
 import pytest
 
 import submissions
 from dezero_mini import cli
 from dezero_mini.contracts import get_stage
-from dezero_mini.contracts.scoring import Weights
 from dezero_mini.grading import batch, container
 
 STAGE = submissions.STAGE
@@ -158,6 +156,20 @@ def test_an_engine_that_cannot_grade_is_one_line(installed, chosen, failure, wor
     assert not any(call[0] == "run" and "check" in call for call in engine.calls())
 
 
+def test_a_temporary_folder_that_cannot_be_mounted_is_one_line(engine, tmp_path, monkeypatch,
+                                                               capsys):
+    engine.install("podman")
+    folder = tmp_path / "a:b"
+    folder.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(folder))
+    out = tmp_path / "grades.csv"
+    code, err = grade([*write_class(tmp_path / "class"), "--isolation", "container",
+                       "--csv", str(out)], capsys)
+    assert code == 2 and not out.exists() and len(err.splitlines()) == 1, err
+    assert f"the temporary folder {str(folder)!r} holds a ':'" in err and "set TMPDIR" in err
+    assert engine.calls() == []
+
+
 # --- The command line of each container ---------------------------------------------------
 def test_each_check_runs_in_a_sealed_container_of_its_own(engine, tmp_path, monkeypatch,
                                                           capsys):
@@ -249,7 +261,8 @@ COURSE_CHANGES = [
     ("steps/step03_weakref_outputs.py", "\n# the reference changed\n", True),
     ("graders/container/Containerfile", "\nRUN true\n", True),
     ("pyproject.toml", "\n# a dependency\n", True),
-    ("dezero_mini/__pycache__/core.cpython-311.pyc", "bytecode", False),
+    ("dezero_mini/__pycache__/core.cpython-311.opt-9", "a cache folder", False),
+    ("dezero_mini/core.pyc", "bytecode beside its source", False),
     ("dezero_mini.egg-info/PKG-INFO", "build product", False),
     ("tests/test_new.py", "not in the image", False),
 ]

@@ -194,6 +194,11 @@ class ContainerIsolation:
         """Find the engine, build the image if it is not there, and start one
         container to see that the engine can. ``tell(text)`` hears of a build."""
         path = find_engine(engine)
+        scratch = tempfile.gettempdir()  # where grade copies each submission, to mount it
+        if ":" in scratch:
+            raise ContainerError(
+                f"--isolation container: the temporary folder {scratch!r} holds a ':', which "
+                "the engine's --volume reads as a separator: set TMPDIR to a folder without one")
         root = course_checkout()
         image = image_name(root)
         name = Path(path).name
