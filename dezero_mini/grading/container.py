@@ -145,7 +145,7 @@ def _last_line(text):
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     lines = [line.strip() for line in text.splitlines() if line.strip()]
-    last = lines[-1] if lines else "(no message)"
+    last = lines[-1][-300:] if lines else "(no message)"  # a pip log can end in a long line
     for part, advice in ADVICE:
         if part in text:
             return f"{last} ({advice})"
