@@ -14,7 +14,7 @@ from dezero_mini.cli.options import (add_run_options, add_sandbox_option, add_sc
                                      add_stage_argument, command_parser, sandbox_note,
                                      stage_options)
 from dezero_mini.contracts import bubblewrap
-from dezero_mini.grading import batch
+from dezero_mini.grading import batch, container
 
 
 def run_grade(args):
@@ -24,18 +24,29 @@ def run_grade(args):
         submissions = batch.find_submissions(args.stage, args.submissions)
     except batch.SubmissionError as error:
         args.parser.error(f"argument SUBMISSION: {error}")
-    problem = bubblewrap.sandbox_problem() if args.sandbox == "required" else None
+    isolation = None
+    if args.isolation == "container":  # the container is the sandbox
+        try:
+            isolation = container.ContainerIsolation.prepare(
+                args.engine, args.base_image,
+                tell=lambda line: print(f"dezero_mini grade: {line}", file=sys.stderr, flush=True))
+        except container.ContainerError as error:
+            print(f"dezero_mini grade: error: {error}", file=sys.stderr)
+            return 2
+    problem = (bubblewrap.sandbox_problem()
+               if args.sandbox == "required" and isolation is None else None)
     if problem:
         print(f"dezero_mini grade: error: the sandbox cannot run here: {problem}; to grade "
               "without it (each file then runs as you, and can reach your files and "
               "processes) pass --sandbox auto", file=sys.stderr)
         return 2
-    note = sandbox_note("dezero_mini grade", args.sandbox)
+    note = sandbox_note("dezero_mini grade", args.sandbox) if isolation is None else None
     if note:
         print(note, file=sys.stderr)
     grading = batch.Grading(number=args.stage, names=names, weights=weights,
                             timeout=args.timeout, total_timeout=args.total_timeout,
-                            batches=args.batches, jobs=args.jobs, sandbox=args.sandbox)
+                            batches=args.batches, jobs=args.jobs, sandbox=args.sandbox,
+                            isolation=isolation)
     started = time.monotonic()
     try:
         rows = batch.grade_all(grading, submissions,
@@ -66,10 +77,13 @@ def add_parser(commands):
         "student's stage file or a folder that holds it (stepNN_<name>.py); a\n"
         "folder without it gets a row with status \"missing\" and 0 points. The\n"
         "CSV is written when every submission is graded, whole or not at all;\n"
-        "its path is checked before grading starts.\n\n"
+        "its path is checked before grading starts. With --isolation container,\n"
+        "each submission is checked in a Podman or Docker container of its own,\n"
+        "from an image of the course that grade builds the first time.\n\n"
         "examples:\n"
         "  %(prog)s 3 submissions/* --csv grades.csv\n"
-        "  %(prog)s 5 alice/ bob/ --jobs 4 --weights weights.toml --csv stage05.csv"))
+        "  %(prog)s 5 alice/ bob/ --jobs 4 --weights weights.toml --csv stage05.csv\n"
+        "  %(prog)s 3 submissions/* --isolation container --csv grades.csv"))
     add_stage_argument(parser)
     parser.add_argument("submissions", nargs="+", metavar="SUBMISSION",
                         help="a student's stage file, or a folder that holds it")
@@ -78,6 +92,15 @@ def add_parser(commands):
     parser.add_argument("--jobs", type=positive_int, default=batch.default_jobs(), metavar="J",
                         help="submissions checked at once (default: the processors, "
                              "%(default)s here)")
+    parser.add_argument("--isolation", choices=("process", "container"), default="process",
+                        help="where each check runs: a process of this machine (default), or "
+                             "a container of its own, without network, as nobody")
+    parser.add_argument("--engine", choices=container.ENGINES, help=(
+        "the container engine of --isolation container (default: the first of "
+        f"{', '.join(container.ENGINES)} found on PATH)"))
+    parser.add_argument("--base-image", default=container.DEFAULT_BASE, metavar="IMAGE", help=(
+        "the image that the grading image is built on, when it must be built: python3 with "
+        "venv and pip (default: %(default)s)"))
     add_scoring_options(parser)
     add_run_options(parser)
     add_sandbox_option(parser, "required", grading=True)

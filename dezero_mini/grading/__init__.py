@@ -5,6 +5,8 @@
 * ``gradescope``: Gradescope's ``results.json`` from a check report, and the
   autograder's entry point (``python -m dezero_mini.grading.gradescope``);
 * ``batch``: ``grade``, many submissions in parallel into one CSV;
+* ``container``: ``grade --isolation container``, each check in a Podman or
+  Docker container of its own;
 * ``learner_progress``: ``progress``, a learner's own stage files, stage by stage.
 
 Each takes its contracts and points from ``dezero_mini.contracts`` (through

@@ -191,6 +191,10 @@ class Grading:
     batches: int = 200
     jobs: int = 2
     sandbox: str = "required"
+    #: How one submission is checked: None, by a ``check`` process started
+    #: here; otherwise an object whose ``run_check`` does it (the container
+    #: of ``dezero_mini.grading.container``).
+    isolation: object = None
 
     def check_argv(self, file):
         """The command of one check: isolated (``-I``: no module of the
@@ -210,6 +214,7 @@ class Grading:
     def weights_input(self):
         """The weights, as read once before any submission ran, as JSON."""
         return b"" if self.weights is None else json.dumps(self.weights.as_mapping()).encode()
+
     def expected_points(self):
         """``{name: points}`` of the contracts every report must list, in order."""
         selected = select_contracts(self.number, self.names)
@@ -290,8 +295,11 @@ def _grade_one(grading, submission, running):
     # Each check starts in an empty folder of its own, shared with no other
     # submission's and removed afterwards.
     with tempfile.TemporaryDirectory(prefix="dezero_mini_grade_") as scratch:
-        done = running.run(grading.check_argv(submission.file), scratch, grading.check_limit(),
-                           grading.weights_input())
+        if grading.isolation is None:
+            done = running.run(grading.check_argv(submission.file), scratch,
+                               grading.check_limit(), grading.weights_input())
+        else:
+            done = grading.isolation.run_check(grading, submission.file, running, scratch)
     seconds = time.monotonic() - started
     if done is None:
         raise KeyboardInterrupt  # grading is being stopped
