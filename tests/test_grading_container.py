@@ -227,7 +227,7 @@ def test_a_container_whose_client_is_killed_is_removed(engine, tmp_path, monkeyp
     isolation = container.ContainerIsolation(path, container.IMAGE + ":test")
     scratch = tmp_path / "scratch"
     scratch.mkdir()
-    code, out, err = isolation.run_check(grading, file, batch._Running(), str(scratch), None)
+    code, out, err = isolation.run_check(grading, file, batch._Running(), str(scratch))
     assert code != 0 and b"did not finish in 1 s" in err
     calls = engine.calls()
     run = next(call for call in calls if call[0] == "run")
@@ -240,7 +240,7 @@ def test_an_unreadable_submission_is_a_row_not_a_traceback(engine, tmp_path):
     grading = batch.Grading(number=STAGE, names=QUICK)
     isolation = container.ContainerIsolation(path, container.IMAGE + ":test")
     missing = tmp_path / "gone" / FILE_NAME
-    code, out, err = isolation.run_check(grading, missing, batch._Running(), str(tmp_path), None)
+    code, out, err = isolation.run_check(grading, missing, batch._Running(), str(tmp_path))
     assert code == 2 and out == b"" and b"cannot read" in err and str(missing).encode() in err
     assert engine.calls() == []
 
