@@ -88,7 +88,9 @@ class ContractResult:
 class CheckReport:
     """The outcome of ``check_file``. ``status``: "passed", "failed" (a
     contract fails) or "error" (the file could not be checked: ``message``
-    says why)."""
+    says why). ``reference``: the name of the course's own step file that
+    the file is (``provenance.reference_of``), or None; refused unless the
+    check allowed it, and never a learner's work to grade."""
 
     stage: int
     stage_name: str
@@ -100,6 +102,7 @@ class CheckReport:
     output: str = ""
     output_truncated: bool = False
     seconds: float = 0.0
+    reference: object = None
 
     @property
     def exit_code(self):
@@ -364,11 +367,13 @@ def _changed_files(before, after):
 
 def _refuse_before_running(report, path, number, allow_reference):
     """The checks that need no run (``provenance``): the course's own
-    reference, or a needed name that the file does not define. Sets the
-    report's error and returns True when the file is refused."""
-    if not allow_reference:
-        reference = reference_of(path, number)
-        if reference is not None:
+    reference (noted in ``report.reference``; refused unless
+    ``allow_reference``), or a needed name that the file does not define.
+    Sets the report's error and returns True when the file is refused."""
+    reference = reference_of(path, number)
+    if reference is not None:
+        report.reference = reference.name
+        if not allow_reference:
             report.status, report.message = "error", (
                 f"{path.name} is the course's own {reference.name} (comments, docstrings and "
                 "layout aside): a submission must be the learner's own work")
@@ -402,7 +407,8 @@ def check_file(number, path, *, timeout=DEFAULT_TIMEOUT, total_timeout=DEFAULT_T
     of the training record that several contracts read (the tests of the
     course use 200). ``limits``: the worker's resource limits
     (``sandbox.Limits``). ``allow_reference``: check a file of the course's
-    own ``steps/`` (refused by default: it is not a learner's work).
+    own ``steps/`` (refused by default, as grading must: it is not a
+    learner's work; self-study checks it, and ``report.reference`` names it).
     """
     started = time.monotonic()
     stage = get_stage(number)  # ValueError for a stage without contracts
