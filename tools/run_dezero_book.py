@@ -27,6 +27,7 @@ import argparse
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -133,9 +134,10 @@ def run_program(path, seconds):
 
 def run_unit_tests(repository, seconds):
     """Run DeZero's ``tests/`` (but ``TESTS_LEFT_OUT``) with dezero_mini as
-    ``dezero``; give ``{outcome: [(test, why), ...]}`` for "passed",
-    "failed" and "skipped" (a test that the time limit stops, and one that
-    cannot be loaded, is failed)."""
+    ``dezero``, printing each test that does not pass as it ends; give
+    ``{outcome: [(test, why), ...]}`` for "passed", "failed" and "skipped"
+    (a run that the time limit stops, or in which no test ran, is a failure
+    of its own)."""
     folder = Path(repository) / "tests"
     if not folder.is_dir():
         raise SystemExit(f"run_dezero_book: {repository} has no tests/ folder; give the folder "
@@ -143,31 +145,37 @@ def run_unit_tests(repository, seconds):
     code = UNIT_TESTS.format(modules=DEZERO_MODULES, left_out=sorted(TESTS_LEFT_OUT))
     # No plugin of this environment (xdist, randomly, ...): DeZero's tests as they are.
     env = {**os.environ, "MPLBACKEND": "Agg", "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
-    outcomes = {"passed": [], "failed": [], "skipped": []}
+    outcomes, other = {"passed": [], "failed": [], "skipped": []}, ""
+    process = subprocess.Popen([sys.executable, "-c", code], cwd=folder, env=env,
+                               stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, errors="replace")
+    stopped = threading.Event()
+    timer = threading.Timer(seconds, lambda: (stopped.set(), process.kill()))
+    timer.start()
     try:
-        done = subprocess.run([sys.executable, "-c", code], cwd=folder, env=env,
-                              stdin=subprocess.DEVNULL, capture_output=True, text=True,
-                              timeout=seconds)
-        rows, ended = done.stdout, done.stderr.strip().splitlines()[-1:]
-    except subprocess.TimeoutExpired as stopped:
-        rows, ended = stopped.stdout or "", [f"still running after {seconds} s"]
-        if isinstance(rows, bytes):
-            rows = rows.decode(errors="replace")
-    for row in rows.splitlines():
-        outcome, _, rest = row.partition("\t")
-        if outcome in outcomes:
+        for row in process.stdout:
+            outcome, _, rest = row.rstrip("\n").partition("\t")
+            if outcome not in outcomes:
+                other = row.strip() or other  # (what else it printed: the last line tells)
+                continue
             test, _, why = rest.partition("\t")
             outcomes[outcome].append((test, why))
-    if not any(outcomes.values()) or ended and ended[0].startswith("still running"):
-        outcomes["failed"].append(("(the run)", ended[0] if ended else "no test ran"))
+            if outcome != "passed":
+                print(f"{outcome:<8} {test}  {why}", flush=True)
+        process.wait()
+    finally:
+        timer.cancel()
+        process.kill()
+        process.stdout.close()
+    if stopped.is_set() or not any(outcomes.values()):
+        why = f"still running after {seconds:g} s" if stopped.is_set() else other or "no test ran"
+        outcomes["failed"].append(("(the run)", why))
+        print(f"{'failed':<8} (the run)  {why}", flush=True)
     return outcomes
 
 
-def print_unit_tests(outcomes):
-    """One line per test that did not pass, then the counts; the exit status."""
-    for outcome in ("failed", "skipped"):
-        for test, why in outcomes[outcome]:
-            print(f"{outcome:<8} {test}  {why}")
+def print_counts(outcomes):
+    """The counts of the unit tests, and what was left out; the exit status."""
     passed, failed, skipped = (len(outcomes[key]) for key in ("passed", "failed", "skipped"))
     left_out = "; ".join(f"{name} ({why})" for name, why in TESTS_LEFT_OUT.items())
     print(f"{passed} passed, {failed} failed of {passed + failed} that ran; {skipped} skipped; "
@@ -192,7 +200,7 @@ def main(argv=None):
     if args.timeout <= 0 or args.timeout > 86400:
         parser.error(f"--timeout {args.timeout}: give seconds between 0 and 86400")
     if args.tests:
-        return print_unit_tests(run_unit_tests(args.repository, args.timeout))
+        return print_counts(run_unit_tests(args.repository, args.timeout))
     programs = step_programs(args.repository, args.first, args.last)
     if not programs:
         parser.error(f"no steps/stepNN.py with NN from {args.first} to {args.last}")
