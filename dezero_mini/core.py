@@ -485,6 +485,8 @@ def _in_gradient_dtype(x):
     if type(x.dtype) in _INEXACT_DTYPES:
         return x
     return Cast(_FLOAT64)(x) if isinstance(x, Variable) else x.astype(_FLOAT64)
+
+
 # Variable -> the outputs (weak references) of the Functions that its last
 # backward freed while something else held them (see unchain_backward).
 _FREED_BEHIND = weakref.WeakKeyDictionary()
