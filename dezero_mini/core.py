@@ -18,7 +18,11 @@ This is the framework of stage 08 of the course, cleaned up:
   for it (nobody could ever read it), and a Function keeps nothing for a
   gradient that is not needed (``y * 2.0`` keeps the number, not y's
   array). ``Variable.requires_grad = False`` makes a Variable of the user's
-  a constant in the same way.
+  a constant in the same way;
+* every Variable of numbers takes part in backward, as in DeZero, and a
+  gradient is never truncated or wrapped around: a Variable of integers or
+  bools gets a float64 gradient (NumPy's default float), where DeZero gives
+  it its integer dtype (255 for ``-x`` on uint8).
 
 The gradients that backward leaves in ``grad`` are Variables, as in DeZero.
 While it runs, they are plain numpy arrays, and each Function's gradient
@@ -122,33 +126,34 @@ class Variable:
         # creator, like a leaf, but backward() on it is a mistake to report.
         self.made_without_graph = False
         # Whether backward gives this Variable a gradient (see requires_grad):
-        # True for every floating-point Variable, as in DeZero; never for
-        # integers or bools, as in PyTorch.
-        self._requires_grad = data is None or type(data.dtype) in _GRADIENT_DTYPES
+        # True for every Variable of numbers, as in DeZero.
+        self._requires_grad = data is None or type(data.dtype) in _NUMBER_DTYPES
 
     @property
     def requires_grad(self):
         """Whether backward gives this Variable a gradient and passes one on
         to what it was computed from.
 
-        True for every floating-point (or complex) Variable you make, as in
-        DeZero. Set it to False yourself, as in PyTorch, for an input that
-        needs no gradient: it becomes a constant, like a number or an array
-        written into a formula (``y * 2``, ``x + np.ones(3)``), whose gradient
-        nobody could ever read. Always False for integer and bool Variables,
-        as in PyTorch: a gradient is a rate of change, which integers cannot
-        hold (``-x`` on uint8 would give 255, ``x + x`` on bools 2), so they
-        are data that backward passes by, and their ``grad`` stays None.
+        True for every Variable of numbers you make (bool, integer,
+        floating point, complex), as in DeZero. Set it to False yourself, as
+        in PyTorch, for an input that needs no gradient: it becomes a
+        constant, like a number or an array written into a formula (``y *
+        2``, ``x + np.ones(3)``), whose gradient nobody could ever read.
+
+        The gradient of an integer or bool Variable is float64 (NumPy's
+        default float): a rate of change, which integers cannot hold. So
+        ``x + x`` on bools gives 2 (DeZero: True) and ``-x`` on uint8 gives -1
+        (DeZero: 255). PyTorch instead refuses gradients for integers.
         """
         return self._requires_grad
 
     @requires_grad.setter
     def requires_grad(self, value):
-        if value and self.data is not None and type(self.data.dtype) not in _GRADIENT_DTYPES:
+        if value and self.data is not None and type(self.data.dtype) not in _NUMBER_DTYPES:
             raise RuntimeError(
-                f"requires_grad: only Variables of floating-point (or complex) dtype can require "
-                f"gradients, as in PyTorch; this one holds {self.data.dtype}. Make it a float "
-                f"first: Variable(x.astype(np.float32))")
+                f"requires_grad: only Variables of numbers (bool, integer, floating point, "
+                f"complex) can require gradients; this one holds {self.data.dtype}. Make it "
+                f"numbers first: Variable(x.astype(np.float64))")
         self._requires_grad = bool(value)
 
     @property
@@ -279,11 +284,11 @@ class Variable:
         """
         if retain_graph is None:
             retain_graph = create_graph
-        if self.data is not None and type(self.data.dtype) not in _GRADIENT_DTYPES:
+        if self.data is not None and type(self.data.dtype) not in _NUMBER_DTYPES:
             raise RuntimeError(
-                f"backward: this Variable holds {self.data.dtype} values; only floating-point "
-                "values have gradients (as in PyTorch), so nothing computed from integers or "
-                "bools can be differentiated. Compute it from float Variables")
+                f"backward: this Variable holds {self.data.dtype} values; only numbers (bool, "
+                "integer, floating point, complex) have gradients. Compute it from Variables of "
+                "numbers")
         if self.made_without_graph:
             raise RuntimeError(
                 "backward: this Variable was computed under no_grad(), so it has no graph to "
@@ -291,7 +296,7 @@ class Variable:
                 "(a gradient is such a Variable too, unless backward ran with create_graph=True)"
             )
         if self.grad is None:
-            self.grad = Variable(np.ones_like(self.data))
+            self.grad = Variable(np.ones(self.data.shape, _gradient_dtype(self.data.dtype)))
         else:
             self.grad = _check_gradient(self.grad, self, Variable, "backward: the grad that you set")
         if self.creator is None:
@@ -369,6 +374,7 @@ class Variable:
                         x = node if index is None else node.outputs[index]()
                     if x is not None:
                         data = x.data
+                        # (an integer Variable's float64 gradient takes the slow test)
                         if gx.__class__ is not kind or gx.shape != data.shape or gx.dtype is not data.dtype:
                             gx = _check_gradient(gx, x, kind, f"{type(f).__name__}.backward")
                     elif gx.__class__ is not kind:
@@ -452,10 +458,35 @@ class Variable:
         return functions.sum(self, axis, keepdims)
 
 
-# The dtypes that have gradients: floating point and complex. Tested by the
-# dtype's class, the cheapest test (it runs for every result of every op).
-_GRADIENT_DTYPES = frozenset(type(np.dtype(t)) for t in (
-    np.float16, np.float32, np.float64, np.longdouble, np.complex64, np.complex128, np.clongdouble))
+# The dtypes whose gradients have their own dtype: floating point and
+# complex. Tested by the dtype's class, the cheapest test (it runs for every
+# result of every op).
+_INEXACT_DTYPES = frozenset(type(np.dtype(t)) for t in np.typecodes["AllFloat"])
+# The dtypes that take part in backward: those and the integers and bools,
+# whose gradients are float64 (``_gradient_dtype``).
+_NUMBER_DTYPES = _INEXACT_DTYPES | frozenset(
+    type(np.dtype(t)) for t in np.typecodes["AllInteger"] + "?")
+_FLOAT64 = np.dtype(np.float64)
+
+
+def _gradient_dtype(dtype):
+    """The dtype of the gradient of a Variable of ``dtype`` (a number's):
+    its own for floating point and complex, float64 for integers and bools,
+    so that a gradient is never truncated or wrapped around."""
+    return dtype if type(dtype) in _INEXACT_DTYPES else _FLOAT64
+
+
+def _in_gradient_dtype(x):
+    """``x`` (an array or a Variable of the graph) in its gradient's dtype:
+    itself when it is floating point; integers and bools as float64, so
+    that a backward formula that multiplies or raises them (``x1 ** 2``,
+    ``x ** (c - 1)``) cannot wrap around (a Variable goes through ``Cast``,
+    which keeps it in the graph that create_graph builds)."""
+    if type(x.dtype) in _INEXACT_DTYPES:
+        return x
+    return Cast(_FLOAT64)(x) if isinstance(x, Variable) else x.astype(_FLOAT64)
+
+
 # Variable -> the outputs (weak references) of the Functions that its last
 # backward freed while something else held them (see unchain_backward).
 _FREED_BEHIND = weakref.WeakKeyDictionary()
@@ -602,18 +633,19 @@ def _check_gradient(gx, x, kind, where):
             f"{where}: gradient of shape {array.shape} for a Variable of shape {x.data.shape}"
             + (f" ({x.name})" if x.name else "")
         )
-    if type(x.data.dtype) not in _GRADIENT_DTYPES:
-        # Integers get no edge in the graph; this one had a float array
+    if type(x.data.dtype) not in _NUMBER_DTYPES:
+        # Only numbers get an edge in the graph; this one held numbers
         # when the graph was built, replaced since.
         raise RuntimeError(f"{where}: a gradient for a Variable that now holds {x.data.dtype}; "
-                           "only floating-point Variables have gradients (was its data "
+                           "only Variables of numbers have gradients (was its data "
                            "replaced after the graph was built?)")
-    if array.dtype != x.data.dtype:
+    dtype = _gradient_dtype(x.data.dtype)
+    if array.dtype != dtype:
         # Mixed precision (float32 weights, float64 data): as in PyTorch, each
-        # gradient takes its input's dtype.
+        # gradient takes its input's dtype; an integer input's is float64.
         if kind is np.ndarray:
-            return array.astype(x.data.dtype)
-        return Cast(x.data.dtype)(gx if isinstance(gx, Variable) else Variable(array))
+            return array.astype(dtype)
+        return Cast(dtype)(gx if isinstance(gx, Variable) else Variable(array))
     if kind is np.ndarray:
         return array
     return gx if isinstance(gx, Variable) else Variable(array)
@@ -720,7 +752,7 @@ class Function:
             if x.generation > generation:
                 generation = x.generation
             creator = x.creator
-            if not x._requires_grad:  # a constant, or integers or bools: no gradient
+            if not x._requires_grad:  # a constant: no gradient
                 edges.append(None)
             elif creator is None or creator.saves is None:
                 edges.append((x, None))
@@ -1089,9 +1121,10 @@ class Div(Function):
         to_x0, to_x1 = self.next_functions
         x1 = self.x1
         # -(x0 / x1^2), not -x0 / x1^2: the same bits, and x0 may be bools,
-        # which NumPy refuses to negate.
+        # which NumPy refuses to negate; x1^2 in floats (int8 would wrap).
         return (_sum_to(gy / x1, self.x0_shape) if to_x0 is not None else None,
-                _sum_to(gy * -(self.x0 / x1**2), self.x1_shape) if to_x1 is not None else None)
+                _sum_to(gy * -(self.x0 / _in_gradient_dtype(x1)**2), self.x1_shape)
+                if to_x1 is not None else None)
 
 
 class Pow(Function):
@@ -1112,7 +1145,7 @@ class Pow(Function):
     def backward(self, gy):
         if not np.any(self.c):  # the formula below would give 0 * inf at x = 0
             return _zeros_like(gy)
-        return self.c * self.x ** (self.c - 1) * gy
+        return self.c * _in_gradient_dtype(self.x) ** (self.c - 1) * gy  # (integers would wrap)
 
 
 class Power(Function):
@@ -1128,7 +1161,8 @@ class Power(Function):
         return self.y
 
     def backward(self, gy):
-        x, c = self.x, self.c
+        # In floats: integers would wrap around (c - 1 on uint8 0 is 255).
+        x, c = _in_gradient_dtype(self.x), _in_gradient_dtype(self.c)
         x_data, c_data = _data(x), _data(c)
         # Where the formulas give 0 * inf, the derivative is 0 (as in
         # PyTorch): d/dx where c == 0, d/dc where x == 0 and c >= 0.
@@ -1170,9 +1204,10 @@ def _zeros_like(gy):
 
 
 class Cast(Function):
-    """``x`` in another dtype; its gradient comes back in ``x``'s dtype.
-    Backward uses it to give a gradient its input's dtype when the pass
-    builds a graph (create_graph=True)."""
+    """``x`` in another dtype; its gradient comes back in the dtype of
+    ``x``'s gradients (float64 for integers and bools). Backward uses it to
+    give a gradient its input's dtype when the pass builds a graph
+    (create_graph=True)."""
 
     __slots__ = ("dtype", "x_dtype")
     saves = ("x_dtype",)
@@ -1185,11 +1220,10 @@ class Cast(Function):
         return x.astype(self.dtype)
 
     def backward(self, gy):
-        if type(self.x_dtype) not in _GRADIENT_DTYPES:
-            return None  # an integer input has no gradient (see Variable.requires_grad)
+        dtype = _gradient_dtype(self.x_dtype)
         if isinstance(gy, Variable):
-            return Cast(self.x_dtype)(gy)
-        return gy.astype(self.x_dtype)
+            return Cast(dtype)(gy)
+        return gy.astype(dtype)
 
 
 def add(x0, x1):

@@ -36,6 +36,7 @@ from dezero_mini.core import (  # noqa: F401 (re-exported)
     Variable,
     _BOTH,
     _apply,
+    _in_gradient_dtype,
     _sum_to,
     add,
     as_array,
@@ -76,14 +77,18 @@ def _const(value, like):
     return np.asarray(value, dtype=dtype)
 
 
+def _inexact_dtype(dtype):
+    """The dtype in which NumPy's ``exp`` computes on ``dtype``: integers and
+    bools as floats (float16 for 8-bit ones, float64 for int64), floats
+    unchanged."""
+    return dtype if np.issubdtype(dtype, np.inexact) else np.result_type(dtype, np.float16)
+
+
 def _inexact(x):
-    """``x`` (an array) as NumPy's ``exp`` would compute it: integers and bools
-    as floats (float16 for 8-bit ones, float64 for int64), floats unchanged.
+    """``x`` (an array) as NumPy's ``exp`` would compute it (``_inexact_dtype``).
     For functions that subtract before ``exp``: on uint8 the subtraction
     itself would wrap (0 - 3 is 253) and give nan."""
-    if np.issubdtype(x.dtype, np.inexact):
-        return x
-    return x.astype(np.result_type(x.dtype, np.float16))
+    return x.astype(_inexact_dtype(x.dtype), copy=False)
 
 
 # A backward formula runs on arrays in an ordinary backward pass and on
@@ -195,6 +200,7 @@ class Sigmoid(Function):
     saved_from = {"y": "outputs[0]"}
 
     def forward(self, x):
+        x = _inexact(x)  # as np.exp computes it: -x on uint8 would wrap around
         with np.errstate(over="ignore"):  # e^-x is inf below -709 (float64), and 1 / inf the right 0
             self.y = 1 / (1 + np.exp(-x))
         return self.y
@@ -775,12 +781,12 @@ class MeanSquaredError(Function):
     def forward(self, x0, x1):
         _check_paired_shapes(x0.shape, x1.shape)
         self.x0, self.x1 = x0, x1
-        diff = x0 - x1
+        diff = _in_gradient_dtype(x0) - _in_gradient_dtype(x1)  # (integers would wrap)
         return np.asarray((diff**2).sum() * arrays.inverse_count(diff.size))
 
     def backward(self, gy):
         x0, x1 = self.x0, self.x1
-        diff = x0 - x1
+        diff = _in_gradient_dtype(x0) - _in_gradient_dtype(x1)
         gx0 = gy * diff * _const(2.0 * arrays.inverse_count(diff.size), diff)
         return _sum_to(gx0, x0.shape), _sum_to(-gx0, x1.shape)
 
@@ -924,8 +930,8 @@ def softmax_simple(x, axis=1):
     not overflow ``exp``; DeZero's version leaves it in, and gives nan there.
     """
     x = as_variable(x)
-    if not np.issubdtype(x.dtype, np.inexact):  # integers carry no gradient: nothing to keep
-        x = Variable(_inexact(x.data))
+    if not np.issubdtype(x.dtype, np.inexact):  # floats, as np.exp gives (x - max could wrap)
+        x = Cast(_inexact_dtype(x.dtype))(x)
     try:
         axis = arrays.normalize_axes(axis, x.ndim)  # (np.max's AxisError named no function)
     except ValueError as error:

@@ -243,6 +243,11 @@ SLOW = {
     "test_stage_memory.py": ("test_contract_holds", "test_records_have", "test_graph_size"),  # 200-batch records
     "test_stage07_user_held_graphs.py": ("test_a_loop", "test_a_running", "test_a_cache", "test_stage05",
                                          "test_the_fixed_loop", "test_the_leak"),  # 20-batch records
+    # the learner's loop: the real checker on every stage's starting file, grade, progress
+    "test_learner_paths.py": ("test_check_of_the_file", "test_lesson_01s", "test_progress_checks",
+                              "test_every_grading_path"),
+    # DeZero's book programs and unit tests, when a clone of its repository is given
+    "test_dezero_book_runner.py": ("test_every_book_program", "test_dezero_unit_tests"),
     # a command in a child process, stopped by a real signal in the middle of a slowed write
     "test_interrupted_writes.py": ("test_a_signal_in_the_middle_of_a_write",),
 }

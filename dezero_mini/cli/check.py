@@ -3,6 +3,12 @@
 ``check N FILE`` holds a file to stage N's contracts (``dezero_mini.contracts``,
 the same ones that the course's tests hold ``steps/`` to) and prints one line
 per contract; ``--json`` and ``--gradescope`` give the same report to graders.
+
+For self-study it checks any file, the course's own step files too (lesson
+01 checks the file that ``start 1`` writes, unchanged), and says when the
+file is the course's own: its result is the course's, which earns no grade.
+Grading refuses such a file: ``--json`` (what ``grade`` and the GitHub
+Actions workflow read), ``--gradescope``, and the Gradescope autograder.
 """
 import signal
 import sys
@@ -23,12 +29,16 @@ from dezero_mini.printable import printable
 
 def report_text(report):
     """The report of ``check`` for people: one line per contract, and the
-    hint under each one that fails. What came from the submission (its
-    name, what it printed, what it raised) is shown with its control
-    characters escaped (``printable``): it cannot redraw the report."""
+    hint under each one that fails; a line more when the file is the
+    course's own. What came from the submission (its name, what it printed,
+    what it raised) is shown with its control characters escaped
+    (``printable``): it cannot redraw the report."""
     stage_label = f"stage {report.stage:02d} ({report.stage_title})"
     if report.status == "error":
         lines = [f"dezero_mini check: error: {printable(report.message, newlines=False)}"]
+        if report.reference is not None:
+            lines.append("(grading refuses it; without --json and --gradescope, check gives the "
+                         "course's own file its result, for self-study)")
     else:
         lines = [f"checking {printable(report.file, newlines=False)} against {stage_label}: "
                  f"{len(report.results)} contracts"]
@@ -45,6 +55,10 @@ def report_text(report):
     lines.append(f"{passed} of {len(report.results)} contracts pass, "
                  f"{display_points(report.points)} of {display_points(report.max_points)} "
                  f"points ({report.seconds:.1f} s)")
+    if report.reference is not None and report.status != "error":
+        lines.append(f"note: this file is the course's own steps/{report.reference} (comments, "
+                     "docstrings and layout aside): the result is the course's, and earns no "
+                     "grade (grading refuses the file)")
     if report.output.strip():
         lines.append("what the file printed" + (" (the beginning)" if report.output_truncated
                                                 else "") + ":")
@@ -65,6 +79,13 @@ def _interrupt(signum, frame):
 
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def grading(args):
+    """Whether this check gives a grader its report (``--json``, which
+    ``grade`` and the GitHub Actions workflow read, or ``--gradescope``):
+    then the course's own step files are refused, as not the learner's work."""
+    return args.json or args.gradescope is not None
 
 
 def run_check(args):
@@ -89,8 +110,8 @@ def run_check(args):
     try:
         report = check_file(args.stage, args.file, timeout=args.timeout,
                             total_timeout=args.total_timeout, batches=args.batches,
-                            allow_reference=args.allow_reference, names=names, weights=weights,
-                            sandbox=mode)
+                            allow_reference=args.allow_reference or not grading(args),
+                            names=names, weights=weights, sandbox=mode)
     except Interrupted as stop:
         name = signal.Signals(stop.signum).name
         print(f"dezero_mini check: stopped by {name}: the worker and its processes were "
@@ -128,10 +149,13 @@ def add_parser(commands):
         "unless --weights says otherwise), and every contract of the stage is in\n"
         "every report, failed when the file cannot be loaded: the total is the\n"
         "same for every file.\n\n"
+        "The course's own step files (start 1 writes one) are checked too, with a\n"
+        "line that says so: their result earns no grade. --json and --gradescope,\n"
+        "which graders read, refuse them.\n\n"
         "exit status: 0 every contract passes, 1 a contract fails, 2 the file\n"
-        "cannot be loaded, lacks or borrows a name that the stage needs, or\n"
-        "tampered with the checker; 130, 143, 129 when SIGINT, SIGTERM, SIGHUP\n"
-        "stop the check.\n\n"
+        "cannot be loaded, lacks or borrows a name that the stage needs, is the\n"
+        "course's own file given to a grader, or tampered with the checker; 130,\n"
+        "143, 129 when SIGINT, SIGTERM, SIGHUP stop the check.\n\n"
         "examples:\n"
         "  %(prog)s 3 step03_weakref_outputs.py\n"
         "  %(prog)s 3 step03_weakref_outputs.py --contract live_objects_constant\n"
@@ -147,8 +171,8 @@ def add_parser(commands):
                         metavar="PATH", help=(
         "also write Gradescope's results.json there (one test per contract, with its points)"))
     parser.add_argument("--allow-reference", action="store_true", help=(
-        "check a file of the course's own steps/ (refused by default: a submission "
-        "must be the learner's own work); for the course's maintainers"))
+        "with --json or --gradescope, check a file of the course's own steps/ (refused "
+        "there: a submission must be the learner's own work); for the course's maintainers"))
     add_scoring_options(parser)
     add_run_options(parser)
     add_sandbox_option(parser, None, grading=False)

@@ -24,7 +24,9 @@ def _comment(text, width=78, indent=""):
 def start_header(stage, source_name):
     """The comment that ``start`` puts on top of the starting file."""
     if stage.number == 1:
-        origin = f"This file is stage 01 of the course ({source_name}), the starting point."
+        origin = (f"This file is stage 01 of the course ({source_name}), the starting point. "
+                  "check gives it its result and a line that says it is the course's own "
+                  "file, which earns no grade (graders refuse it).")
     elif stage.builds_on == stage.number - 1:
         origin = (f"This file is the previous stage's snapshot ({source_name}): make it "
                   f"stage {stage.number:02d}.")

@@ -116,7 +116,9 @@ class ContractResult:
 class CheckReport:
     """The outcome of ``check_file``. ``status``: "passed", "failed" (a
     contract fails) or "error" (the file could not be checked: ``message``
-    says why)."""
+    says why). ``reference``: the name of the course's own step file that
+    the file is (``provenance.reference_of``), or None; refused unless the
+    check allowed it, and never a learner's work to grade."""
 
     stage: int
     stage_name: str
@@ -129,6 +131,7 @@ class CheckReport:
     output_truncated: bool = False
     seconds: float = 0.0
     sandboxed: bool = False
+    reference: object = None
 
     @property
     def exit_code(self):
@@ -498,11 +501,16 @@ def _refuse_before_running(report, path):
     return False
 
 
-def _refused_read(event, path, number, allow_reference):
+def _refused_read(report, event, path, number, allow_reference):
     """Why the file is refused, from the worker's ``read`` event (the
-    fingerprint of its syntax tree): the course's own reference; or None."""
-    reference = None if allow_reference else reference_of(event.get("fingerprint"), number)
+    fingerprint of its syntax tree): the course's own reference, unless
+    ``allow_reference``; or None. A reference is named in
+    ``report.reference`` either way."""
+    reference = reference_of(event.get("fingerprint"), number)
     if reference is None:
+        return None
+    report.reference = reference.name
+    if allow_reference:
         return None
     return (f"{path.name} is the course's own {reference.name} (comments, docstrings and "
             "layout aside): a submission must be the learner's own work")
@@ -527,7 +535,8 @@ def check_file(number, path, *, timeout=DEFAULT_TIMEOUT, total_timeout=DEFAULT_T
     of the training record that several contracts read (the tests of the
     course use 200). ``limits``: the worker's resource limits
     (``sandbox.Limits``). ``allow_reference``: check a file of the course's
-    own ``steps/`` (refused by default: it is not a learner's work).
+    own ``steps/`` (refused by default, as grading must: it is not a
+    learner's work; self-study checks it, and ``report.reference`` names it).
     ``sandbox``: "auto" runs the file in bubblewrap's sandbox where it can
     run (``bubblewrap.sandbox_problem``) and contained without it elsewhere,
     "required" refuses to check without it (an error report), "off" never
@@ -600,7 +609,7 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
                     report.status, report.message = "error", f"tampering detected: {event['message']}"
                     break
                 if kind == "read":
-                    refusal = _refused_read(event, path, number, allow_reference)
+                    refusal = _refused_read(report, event, path, number, allow_reference)
                     if refusal:
                         report.status, report.message = "error", refusal
                         break

@@ -77,6 +77,8 @@ def progress_line(item):
             f"{display_points(report.points)}/{display_points(report.max_points)} points")
     if item.note:
         line += f"  {item.note}"
+    if report.reference is not None:
+        line += f"  (the course's own {report.reference}: no grade)"
     if report.status == "error":
         return f"{line}; cannot be checked: {report.message}"
     failing = [result.name for result in report.results if not result.passed]
