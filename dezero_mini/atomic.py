@@ -33,9 +33,10 @@ import time
 from pathlib import Path
 
 from dezero_mini import stopping
+from dezero_mini.environment import SLOW_WRITE_VARIABLE, slow_write_setting
 
 #: The environment variable of the test hook (seconds to sleep before the rename).
-SLOW_WRITE_ENV = "DEZERO_MINI_SLOW_WRITE"
+SLOW_WRITE_ENV = SLOW_WRITE_VARIABLE
 TEMPORARY_SUFFIX = ".tmp"
 
 
@@ -53,8 +54,9 @@ def temporary_prefix(path):
     and its temporary must be one too."""
     name = Path(path).name
     room = NAME_MAX - _RANDOM_PART - 2  # the two dots
-    if len(name.encode()) > room:
-        name = name.encode()[:room].decode(errors="ignore")
+    encoded = os.fsencode(name)  # as the file system takes it: bytes that are not UTF-8 too
+    if len(encoded) > room:
+        name = os.fsdecode(encoded[:room].decode(errors="ignore").encode())
     return f".{name}."
 
 
@@ -310,9 +312,9 @@ def _keep_permissions_of(target, fd):
 
 
 def _sleep_for_tests():
-    seconds = os.environ.get(SLOW_WRITE_ENV)
+    seconds = slow_write_setting()
     if seconds:
-        time.sleep(float(seconds))
+        time.sleep(seconds)
 
 
 def _sync_folder(folder):

@@ -7,6 +7,7 @@ from dezero_mini.arguments import STAGE_NUMBERS, output_file, positive_int, stag
 from dezero_mini.atomic import atomic_write, output_target_problem
 from dezero_mini.cli.guard import format_size, machine_memory
 from dezero_mini.cli.options import command_parser
+from dezero_mini.environment import import_matplotlib
 from dezero_mini.memory import load_stage, plot_training, record_training, stage_label
 from dezero_mini.memory.recorder import SIGNALS
 from dezero_mini.progress import ProgressLine
@@ -21,8 +22,7 @@ RECORD_BYTES_PER_BATCH = 8 * len(SIGNALS)
 
 def run_memory(args):
     """``memory``: record each stage, then write the plot and the CSV files."""
-    import matplotlib
-
+    matplotlib = import_matplotlib()
     matplotlib.use("Agg")  # a file, never a window
     import matplotlib.pyplot as plt
 

@@ -34,8 +34,11 @@ from dezero_mini.cli.guard import (
     Terminated,
     end_for_lost_output,
     flush_stdout,
+    output_stream_problem,
     sigterm_raises,
 )
+from dezero_mini.environment import SettingError
+from dezero_mini.startup import EXIT_USAGE, interrupts_raise, startup_problem
 from dezero_mini.cli.options import HelpFormatter
 from dezero_mini.memory import GraphvizNotFound
 
@@ -64,6 +67,11 @@ def main(argv=None, prog="dezero_mini"):
     Returns the exit code. argparse itself exits (SystemExit) for --help,
     --version and bad arguments.
     """
+    interrupts_raise()  # Ctrl-C: from here on, the KeyboardInterrupt handled below
+    problem = startup_problem()  # main() called without the package's start (tests, a script)
+    if problem is not None:
+        print(f"{prog}: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     parser = build_parser(prog)
     args, unrecognized = parser.parse_known_args(argv)
     if unrecognized:  # as parse_args, unless the command knows what was meant
@@ -79,11 +87,18 @@ def main(argv=None, prog="dezero_mini"):
               file=sys.stderr)
         return 2
     command = f"{prog} {args.command}"
+    problem = output_stream_problem()
+    if problem is not None:
+        print(f"{command}: error: {problem}", file=sys.stderr)
+        return getattr(args, "lost_output_status", 1)
     try:
         with sigterm_raises():
             code = args.run(args)
             flush_stdout()  # a full disk found here, not at exit
             return code
+    except SettingError as error:  # read where it is used (MPLBACKEND, by Matplotlib)
+        print(f"{command}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     except GraphvizNotFound as error:
         print(f"{command}: error: {error}.\n"
               "To see the graph without Graphviz, use --dot: it prints the DOT text.",

@@ -11,6 +11,8 @@ figure alive.
 import os
 import sys
 
+from dezero_mini.environment import import_matplotlib
+
 MIB = 1024 * 1024
 
 # signal -> (panel title, y label, divisor)
@@ -33,8 +35,7 @@ def _pyplot():
 
     Inside IPython/Jupyter, or when a backend was chosen already (pyplot
     imported, MPLBACKEND set), the choice is left alone."""
-    import matplotlib
-
+    matplotlib = import_matplotlib()
     headless = sys.platform.startswith("linux") and not (
         os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
     chosen = "matplotlib.pyplot" in sys.modules or os.environ.get("MPLBACKEND")
@@ -50,7 +51,7 @@ def _as_list(items):
 
 
 def _colors(n):
-    import matplotlib
+    matplotlib = import_matplotlib()
 
     cycle = matplotlib.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
     return [cycle[k % len(cycle)] for k in range(n)]
