@@ -83,6 +83,29 @@ def output_target_problem(path, suffixes=()):
                 "choose another name")
 
 
+def input_overwrite_problem(target, inputs):
+    """Why writing ``target`` would replace a file that the same command
+    reads, as a sentence that names both and the fix; None when it would not.
+
+    ``inputs`` are ``(what, path)`` pairs (``("the submission", path)``).
+    The same file is the same file on disk (device and inode, as
+    ``os.path.samefile`` sees it): a different spelling of the path, a
+    symbolic link on either side and a hard link are all found. A path that
+    does not exist yet cannot be an input, nor can None (an option not given)."""
+    for what, path in inputs:
+        if path is None:
+            continue
+        try:
+            same = os.path.samefile(target, path)
+        except (OSError, ValueError):  # either one missing, or a name the system refuses
+            same = False
+        if same:
+            alias = "" if os.fspath(target) == os.fspath(path) else f", {str(path)!r}"
+            return (f"{str(target)!r} is {what}{alias}, which this command reads; writing "
+                    "there would replace it: choose another name")
+    return None
+
+
 def _target_problem(given, path, suffixes):
     """:func:`output_target_problem` without its guard against OSError."""
     if suffixes and path.name.lower() in suffixes:  # ".npz" alone: a hidden file, no extension

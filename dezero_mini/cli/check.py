@@ -13,7 +13,7 @@ from dezero_mini.arguments import output_file
 from dezero_mini.browser import processes_unavailable
 from dezero_mini.cli.guard import EXIT_NO_VERDICT
 from dezero_mini.cli.options import (add_run_options, add_scoring_options, add_stage_argument,
-                                     command_parser, stage_options)
+                                     command_parser, refuse_to_overwrite_inputs, stage_options)
 from dezero_mini.contracts.runner import check_file
 from dezero_mini.contracts.scoring import Weights, display_points
 from dezero_mini.grading import gradescope
@@ -74,6 +74,8 @@ def run_check(args):
               "then dezero_mini check N FILE).", file=sys.stderr)
         return 2
     names, weights = stage_options(args)
+    refuse_to_overwrite_inputs(args, [("--gradescope", args.gradescope)], [
+        ("the file to check", args.file), ("the weights file", weights.path if weights else None)])
     previous = {}
     if threading.current_thread() is threading.main_thread():  # (only it may set handlers)
         previous = {signum: signal.signal(signum, _interrupt) for signum in STOP_SIGNALS}

@@ -11,7 +11,7 @@ import time
 
 from dezero_mini.arguments import output_file, positive_int
 from dezero_mini.cli.options import (add_run_options, add_scoring_options, add_stage_argument,
-                                     command_parser, stage_options)
+                                     command_parser, refuse_to_overwrite_inputs, stage_options)
 from dezero_mini.grading import batch
 
 
@@ -22,6 +22,9 @@ def run_grade(args):
         submissions = batch.find_submissions(args.stage, args.submissions)
     except batch.SubmissionError as error:
         args.parser.error(f"argument SUBMISSION: {error}")
+    refuse_to_overwrite_inputs(args, [("--csv", args.csv)], [
+        *(("a submission", submission.file) for submission in submissions),
+        ("the weights file", weights.path if weights else None)])
     grading = batch.Grading(number=args.stage, names=names, weights=weights,
                             timeout=args.timeout, total_timeout=args.total_timeout,
                             batches=args.batches, jobs=args.jobs)

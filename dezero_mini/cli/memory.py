@@ -6,7 +6,7 @@ the plot) the way the notebooks do, and prints what a learner should look at.
 from dezero_mini.arguments import STAGE_NUMBERS, output_file, positive_int, stage_modules
 from dezero_mini.atomic import atomic_write, output_target_problem
 from dezero_mini.cli.guard import format_size, machine_memory
-from dezero_mini.cli.options import command_parser
+from dezero_mini.cli.options import command_parser, refuse_to_overwrite_inputs
 from dezero_mini.environment import import_matplotlib
 from dezero_mini.memory import load_stage, plot_training, record_training, stage_label
 from dezero_mini.memory.recorder import SIGNALS
@@ -33,6 +33,10 @@ def run_memory(args):
         problem = output_target_problem(path, (".csv",))
         if problem is not None:
             args.parser.error(f"--csv {path}: {problem}")
+    refuse_to_overwrite_inputs(
+        args, [("--out", args.out), *(("--csv", path) for path in csv_paths)],
+        [(f"the file of {stage_label(module)}", getattr(module, "__file__", None))
+         for module in modules])
     memory = machine_memory()
     needed = args.batches * RECORD_BYTES_PER_BATCH
     if memory and needed > memory:

@@ -5,6 +5,7 @@ stage argument, and the option groups of the commands that run ``check``
 import argparse
 
 from dezero_mini.arguments import at_least_two, known_stage_numbers, seconds, stage_number, weights_file
+from dezero_mini.atomic import input_overwrite_problem
 from dezero_mini.contracts.bench import BATCHES
 from dezero_mini.contracts.runner import DEFAULT_TIMEOUT, DEFAULT_TOTAL_TIMEOUT
 from dezero_mini.contracts.scoring import Weights, WeightsError, display_points, select_contracts
@@ -52,6 +53,19 @@ def add_run_options(parser):
     parser.add_argument("--batches", type=at_least_two, default=BATCHES, metavar="N", help=(
         "batches of the training run that the memory contracts record "
         "(default: %(default)s, as in the course's tests; fewer is faster and less sure)"))
+
+
+def refuse_to_overwrite_inputs(args, outputs, inputs):
+    """argparse's error (exit 2) when an output would replace an input of the
+    same command (:func:`dezero_mini.atomic.input_overwrite_problem`):
+    ``grade --csv`` given a submission once replaced the student's file.
+    ``outputs`` are ``(option, path)`` pairs, ``inputs`` ``(what, path)`` pairs;
+    paths that are None (an option not given) are left out."""
+    inputs = list(inputs)
+    for option, path in outputs:
+        problem = None if path is None else input_overwrite_problem(path, inputs)
+        if problem is not None:
+            args.parser.error(f"argument {option}: {problem}")
 
 
 def stage_options(args):
