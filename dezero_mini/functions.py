@@ -1011,7 +1011,18 @@ def _binary_cross_entropy(p, t):
 
 def embed_id(x, W):
     """The rows ``W[x]`` of an embedding matrix for integer ids ``x``; the
-    gradient is scatter-added back into the rows that were used."""
+    gradient is scatter-added back into the rows that were used.
+
+    An id outside ``[0, len(W))`` is an IndexError, as in PyTorch: NumPy
+    would read ``W[-1]`` as the last row, which is no id of the table."""
+    ids = x.data if isinstance(x, Variable) else np.asarray(x)
+    rows = (W.data if isinstance(W, Variable) else np.asarray(W)).shape[0]
+    if not np.issubdtype(ids.dtype, np.integer):  # bools would select rows by mask
+        raise TypeError(f"embed_id: the ids must be integers, got an array of {ids.dtype}")
+    if ids.size and not (0 <= ids.min() and ids.max() < rows):
+        wrong = ids[(ids < 0) | (ids >= rows)].flat[0]
+        raise IndexError(f"embed_id: id {wrong} is outside the table's {rows} rows "
+                         f"(ids go from 0 to {rows - 1})")
     return get_item(W, x)
 
 
