@@ -9,7 +9,7 @@ from dezero_mini.cli.guard import format_size, machine_memory
 from dezero_mini.cli.options import command_parser, refuse_to_overwrite_inputs
 from dezero_mini.environment import import_matplotlib
 from dezero_mini.memory import load_stage, plot_training, record_training, stage_label
-from dezero_mini.memory.recorder import SIGNALS
+from dezero_mini.memory.recorder import RECORD_BYTES_PER_BATCH
 from dezero_mini.progress import ProgressLine
 
 #: The stages that ``memory`` compares when none is named: the first stage
@@ -17,7 +17,6 @@ from dezero_mini.progress import ProgressLine
 DEFAULT_STAGES = ("1", "dezero_mini")
 PLOT_FORMATS = (".png", ".svg", ".pdf")
 #: What one batch adds to a record: one 8-byte number per signal.
-RECORD_BYTES_PER_BATCH = 8 * len(SIGNALS)
 
 
 def run_memory(args):

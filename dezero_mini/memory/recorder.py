@@ -37,6 +37,9 @@ SIGNALS = (
     "seconds",
 )
 _FLOAT_SIGNALS = {"loss", "seconds"}
+#: The bytes a record takes per batch: one 8-byte figure per signal (its arrays
+#: are allocated whole when the run starts, so a size that cannot fit fails at once).
+RECORD_BYTES_PER_BATCH = 8 * len(SIGNALS)
 
 
 
