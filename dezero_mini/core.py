@@ -41,6 +41,7 @@ import weakref
 import numpy as np
 
 from dezero_mini import arrays, environment  # neither imports anything of dezero_mini
+from dezero_mini.validation import expect_flag  # nor does this one
 
 # The one circle of the framework, inherited from DeZero: ``functions`` is made
 # of this module's Function and Variable, and Variable's operators and methods
@@ -277,6 +278,10 @@ class Variable:
         the second call starts again from this Variable's gradient: ``1``
         unless you set ``grad`` yourself.
         """
+        for flag, value in (("retain_grad", retain_grad), ("create_graph", create_graph),
+                            ("retain_graph", retain_graph)):
+            if not (value is None and flag == "retain_graph"):
+                expect_flag(value, "backward", flag)
         if retain_graph is None:
             retain_graph = create_graph
         if self.data is not None and type(self.data.dtype) not in _GRADIENT_DTYPES:

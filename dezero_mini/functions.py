@@ -27,6 +27,7 @@ import math
 import numpy as np
 
 from dezero_mini import arrays, functions_conv
+from dezero_mini.validation import describe, number
 from dezero_mini.core import (  # noqa: F401 (re-exported)
     Cast,
     Config,
@@ -524,8 +525,16 @@ def stack(xs, axis=0):
     return Stack(axis)(*xs)
 
 
-def _as_shape(shape):
-    return (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+def _as_shape(shape, function="reshape"):
+    """``shape`` as a tuple of whole numbers: one, or a tuple or list of them
+    (DeZero's forms); a TypeError naming ``function`` for anything else."""
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        return (int(shape),)
+    if isinstance(shape, (tuple, list)) and all(
+            isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in shape):
+        return tuple(int(n) for n in shape)
+    raise TypeError(f"{function}: shape must be a whole number or a tuple of them, "
+                    f"got {describe(shape)}")
 
 
 def reshape(x, shape):
@@ -565,7 +574,7 @@ def flatten(x):
 
 
 def broadcast_to(x, shape):
-    shape = _as_shape(shape)
+    shape = _as_shape(shape, "broadcast_to")
     if x.shape == shape:
         return as_variable(x)
     return BroadcastTo(shape)(x)
@@ -575,7 +584,7 @@ def sum_to(x, shape):
     """Sum ``x`` down to ``shape``, the inverse of ``broadcast_to``: ``shape``
     must broadcast to ``x.shape``, or this raises a ValueError (where DeZero
     returns an array of another shape without a word)."""
-    shape = _as_shape(shape)
+    shape = _as_shape(shape, "sum_to")
     if x.shape == shape:
         return as_variable(x)
     return SumTo(shape)(x)
@@ -896,8 +905,7 @@ class Dropout(Function):
 
 def dropout(x, dropout_ratio=0.5):
     """Dropout in training (``Config.train``); the identity in ``test_mode()``."""
-    if not 0.0 <= dropout_ratio < 1.0:
-        raise ValueError(f"dropout: dropout_ratio must be in [0, 1), got {dropout_ratio}")
+    number(dropout_ratio, "dropout", "dropout_ratio", at_least=0, below=1)
     if not Config.train:
         return as_variable(x)
     return Dropout(dropout_ratio)(x)

@@ -21,6 +21,7 @@ from dezero_mini import atomic
 from dezero_mini.atomic import deferred_signals
 from dezero_mini.core import Parameter
 from dezero_mini.utils import pair
+from dezero_mini.validation import whole_number
 
 
 def _weak(obj):
@@ -270,6 +271,9 @@ class Linear(Layer):
 
     def __init__(self, out_size, nobias=False, dtype=np.float32, in_size=None):
         super().__init__()
+        whole_number(out_size, "Linear", "out_size", at_least=1)
+        if in_size is not None:
+            whole_number(in_size, "Linear", "in_size", at_least=1)
         self.in_size = in_size
         self.out_size = out_size
         self.dtype = dtype

@@ -122,3 +122,39 @@ class Number:
     def __set__(self, instance, value):
         number(value, type(instance).__name__, self.name, **self.limits)
         setattr(instance, self.slot, value)
+
+
+def expect_callable(value, function, argument, wanted="a function"):
+    """``value`` when it can be called, else TypeError."""
+    if not callable(value):
+        raise TypeError(f"{function}: {argument} must be {wanted}, got {describe(value)}")
+    return value
+
+
+def expect_stage_module(module, function, argument="module"):
+    """``module`` when it is a stage of the course (a module with the
+    framework's ``Variable`` and ``Function`` classes: ``load_stage(3)``, or
+    ``dezero_mini`` itself), else TypeError that says how to get one."""
+    if not (isinstance(getattr(module, "Variable", None), type)
+            and isinstance(getattr(module, "Function", None), type)):
+        hint = " (load_stage(...) turns a number or a name into one)" \
+            if isinstance(module, (str, int)) else ""
+        raise TypeError(f"{function}: {argument} must be a stage module such as load_stage(3) "
+                        f"or dezero_mini, got {describe(module)}{hint}")
+    return module
+
+
+def expect_variable(value, function, argument):
+    """``value`` when it is a Variable of any stage (it has ``data`` and
+    ``creator``), else TypeError."""
+    if not (hasattr(value, "creator") and hasattr(value, "data")) or isinstance(value, type):
+        raise TypeError(f"{function}: {argument} must be a Variable, got {describe(value)}")
+    return value
+
+
+def expect_flag(value, function, argument):
+    """``value`` when it is True or False (a NumPy bool too), else TypeError:
+    a flag given a string ("no") or an array would be read by its truth."""
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{function}: {argument} must be True or False, got {describe(value)}")
+    return bool(value)

@@ -21,6 +21,7 @@ import weakref
 from dataclasses import dataclass
 
 from dezero_mini.memory.workload import grad_array
+from dezero_mini.validation import expect_each, expect_variable
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,8 @@ def graph_gradients(root, held=()):
 
     Returns a :class:`GraphGradients`. Keeps no reference to the graph.
     """
+    expect_variable(root, "graph_gradients", "root")
+    held = expect_each(held, object, "graph_gradients", "held", "a Variable") if held else ()
     held_ids = {id(v) for v in held}
     variables = {id(root): root}
     functions, no_edge = {}, 0

@@ -12,6 +12,7 @@ import os
 import sys
 
 from dezero_mini.environment import import_matplotlib
+from dezero_mini.validation import expect_each
 
 MIB = 1024 * 1024
 
@@ -65,8 +66,11 @@ def plot_training(records, signals=("live_objects", "traced_current", "rss"), ti
     ``recorder.SIGNALS``); a record that lacks a signal (RSS not recorded)
     is left out of that panel. Returns the matplotlib Figure.
     """
+    from dezero_mini.memory.recorder import TrainingRecord
+
+    records = expect_each(records, TrainingRecord, "plot_training", "records",
+                          "a TrainingRecord (what record_training returns)")
     plt = _pyplot()
-    records = _as_list(records)
     signals = _as_list(signals)
     unknown = [s for s in signals if s not in _SIGNALS]
     if unknown:
@@ -113,7 +117,10 @@ def plot_timeline(timelines, title=None):
     plt = _pyplot()
     from matplotlib.lines import Line2D
 
-    timelines = _as_list(timelines)
+    from dezero_mini.memory.timeline import Timeline
+
+    timelines = expect_each(timelines, Timeline, "plot_timeline", "timelines",
+                            "a Timeline (what record_step_timeline returns)")
     fig, ax = plt.subplots(figsize=(9.0, 4.2), constrained_layout=True)
     colors = _colors(len(timelines))
     for timeline, color in zip(timelines, colors):
