@@ -23,11 +23,12 @@ Memory notes, since this is a course about memory:
 """
 import builtins  # (this module defines its own sum, max and min)
 import math
+import numbers
 
 import numpy as np
 
 from dezero_mini import arrays, functions_conv
-from dezero_mini.validation import describe, number
+from dezero_mini.validation import describe, expect
 from dezero_mini.core import (  # noqa: F401 (re-exported)
     Cast,
     Config,
@@ -905,7 +906,9 @@ class Dropout(Function):
 
 def dropout(x, dropout_ratio=0.5):
     """Dropout in training (``Config.train``); the identity in ``test_mode()``."""
-    number(dropout_ratio, "dropout", "dropout_ratio", at_least=0, below=1)
+    expect(dropout_ratio, numbers.Real, "dropout", "dropout_ratio", "a number in [0, 1)")
+    if not 0.0 <= dropout_ratio < 1.0:
+        raise ValueError(f"dropout: dropout_ratio must be in [0, 1), got {dropout_ratio}")
     if not Config.train:
         return as_variable(x)
     return Dropout(dropout_ratio)(x)
