@@ -41,7 +41,7 @@ import weakref
 import numpy as np
 
 from dezero_mini import arrays, environment  # neither imports anything of dezero_mini
-from dezero_mini.validation import expect_flag  # nor does this one
+from dezero_mini.validation import expect, expect_flag  # nor does this one
 
 # The one circle of the framework, inherited from DeZero: ``functions`` is made
 # of this module's Function and Variable, and Variable's operators and methods
@@ -74,6 +74,8 @@ Config = _Config()
 def using_config(name, value):
     """Set ``Config.<name>`` to ``value`` inside the block; restore it after,
     even when the block raises."""
+    expect(name, str, "using_config", "name", "the name of a setting of Config, such as "
+           "'enable_backprop'")
     if not hasattr(Config, name):
         raise AttributeError(f"using_config: Config has no setting {name!r}")
     old_value = getattr(Config, name)

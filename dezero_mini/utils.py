@@ -60,8 +60,11 @@ def gradient_check(f, x, *args, rtol=1e-4, atol=1e-5, **kwargs):
     """True when backward's gradient of ``sum(f(x, ...))`` matches the
     numerical one; prints where they differ otherwise."""
     expect_callable(f, "gradient_check", "f", "a function of Variables")
-    x = as_variable(_array_argument(x, "gradient_check"))
-    x.data = x.data.astype(np.float64)
+    x = _array_argument(x, "gradient_check")
+    if isinstance(x, Variable):
+        x.data = x.data.astype(np.float64)
+    else:  # float from the start: a Variable made of integers would take no gradient
+        x = Variable(x.astype(np.float64))
     x.cleargrad()
     y = f(x, *args, **kwargs)
     y.backward(retain_grad=True)

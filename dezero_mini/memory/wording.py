@@ -17,5 +17,9 @@ def span(low, high, spec):
     number(low, "span", "low")
     number(high, "span", "high")
     expect(spec, str, "span", "spec", "a format such as '.0%'")
-    low_text, high_text = format(low, spec), format(high, spec)
+    try:
+        low_text, high_text = format(low, spec), format(high, spec)
+    except ValueError:
+        raise ValueError(f"span: spec must be a format of numbers such as '.0%' or '.1f', "
+                         f"got {spec!r}") from None
     return low_text if low_text == high_text else f"{low_text} to {high_text}"
