@@ -140,3 +140,15 @@ def test_the_check_names_both_spellings_and_passes_missing_paths():
     assert atomic.input_overwrite_problem(__file__, [("x", None), ("y", "/no/such/file")]) is None
     problem = atomic.input_overwrite_problem(__file__, [("the test", Path(__file__))])
     assert "is the test" in problem and "which this command reads" in problem
+
+
+@pytest.mark.parametrize("command, option, inputs", [
+    ("train", "--save", "--data-dir"), ("memory", "--out", "stage"), ("memory", "--csv", "stage"),
+    ("graph", "--out", "stage"), ("grade", "--csv", "submission"), ("check", "--gradescope", "FILE"),
+])
+def test_the_help_names_what_a_command_writes_and_that_no_input_is_one(command, option, inputs):
+    """``--help`` lists every file a command writes, each saying what it never is."""
+    done = subprocess.run([sys.executable, "-m", "dezero_mini", command, "--help"],
+                          capture_output=True, text=True, timeout=120, env=dict(os.environ, COLUMNS="400"))
+    line = next(line for line in done.stdout.splitlines() if line.strip().startswith(option + " "))
+    assert "never" in line and inputs in line, line

@@ -136,7 +136,8 @@ def add_parser(commands):
         "points, max_points"))
     parser.add_argument("--gradescope", type=output_file(),
                         metavar="PATH", help=(
-        "also write Gradescope's results.json there (one test per contract, with its points)"))
+        "also write Gradescope's results.json there (one test per contract, with its points); "
+        "never FILE or the --weights file"))
     parser.add_argument("--allow-reference", action="store_true", help=(
         "check a file of the course's own steps/ (refused by default: a submission "
         "must be the learner's own work); for the course's maintainers"))

@@ -66,7 +66,8 @@ def add_parser(commands):
     parser.add_argument("submissions", nargs="+", metavar="SUBMISSION",
                         help="a student's stage file, or a folder that holds it")
     parser.add_argument("--csv", type=output_file(), required=True, metavar="PATH",
-                        help="the grades, one row per student")
+                        help="the grades, one row per student; never a submission or the "
+                             "--weights file")
     parser.add_argument("--jobs", type=positive_int, default=batch.default_jobs(), metavar="J",
                         help="submissions checked at once (default: the processors, "
                              "%(default)s here)")

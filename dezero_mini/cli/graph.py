@@ -81,7 +81,7 @@ def add_parser(commands):
     parser.add_argument("--out", type=output_file(*GRAPH_FORMATS), default=DEFAULT_GRAPH_OUT,
                         metavar="PATH", help=(
         "the picture; its format comes from the name: .svg, .png, .pdf (these need "
-        "Graphviz's dot program) or .dot (default: %(default)s)"))
+        "Graphviz's dot program) or .dot (default: %(default)s); never the stage's file"))
     parser.add_argument("--dot", action="store_true", help=(
         "print the DOT text instead of writing a picture (needs no Graphviz)"))
     parser.set_defaults(run=run_graph, parser=parser)

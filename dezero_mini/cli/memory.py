@@ -121,12 +121,13 @@ def add_parser(commands):
     parser.add_argument("--batches", type=positive_int, default=200, metavar="N", help=(
         "batches to train and record (default: %(default)s)"))
     parser.add_argument("--out", type=output_file(*PLOT_FORMATS), default="memory.png",
-                        metavar="PATH", help="the plot: .png, .svg or .pdf (default: %(default)s)")
+                        metavar="PATH", help=("the plot: .png, .svg or .pdf (default: %(default)s); "
+                                              "never a stage's file"))
     parser.add_argument("--csv", type=output_file(".csv"), metavar="PATH", help=(
         "the figures, one row per batch, one file per stage (default: the plot's name, "
         "ending in .csv). With several stages, each file name gets the stage's name added: "
         "memory_step01_leaking_graph.csv, memory_dezero_mini.csv. "
-        "TrainingRecord.from_csv reads them back."))
+        "TrainingRecord.from_csv reads them back; never a stage's file."))
     parser.add_argument("--gc", action="store_true", help=(
         "keep the cyclic garbage collector on while recording (stage 2 then shows a "
         "sawtooth instead of a slope)"))

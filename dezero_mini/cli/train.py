@@ -382,7 +382,8 @@ def add_parser(commands):
         "seeds the initial weights and the order of the batches: the same seed gives "
         "the same run (default: %(default)s)"))
     parser.add_argument("--save", type=output_file(".npz"), metavar="PATH.npz", help=(
-        "write the trained weights to this file (model.load_weights reads it)"))
+        "write the trained weights to this file (model.load_weights reads it); never a file "
+        "of --data-dir"))
     parser.set_defaults(run=run_train, parser=parser)
 
 
