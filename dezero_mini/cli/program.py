@@ -37,10 +37,10 @@ from dezero_mini.cli.guard import (
     output_stream_problem,
     sigterm_raises,
 )
-from dezero_mini.environment import SettingError
-from dezero_mini.startup import EXIT_USAGE, interrupts_raise, startup_problem
 from dezero_mini.cli.options import HelpFormatter
+from dezero_mini.environment import SettingError
 from dezero_mini.memory import GraphvizNotFound
+from dezero_mini.startup import EXIT_USAGE, interrupts_raise, startup_problem
 
 #: The commands, in the order of ``--help``.
 COMMANDS = (train, memory, graph, leaks, start, check, grade, progress)
@@ -67,7 +67,6 @@ def main(argv=None, prog="dezero_mini"):
     Returns the exit code. argparse itself exits (SystemExit) for --help,
     --version and bad arguments.
     """
-    interrupts_raise()  # Ctrl-C: from here on, the KeyboardInterrupt handled below
     problem = startup_problem()  # main() called without the package's start (tests, a script)
     if problem is not None:
         print(f"{prog}: error: {problem}", file=sys.stderr)
@@ -91,6 +90,7 @@ def main(argv=None, prog="dezero_mini"):
     if problem is not None:
         print(f"{command}: error: {problem}", file=sys.stderr)
         return getattr(args, "lost_output_status", 1)
+    interrupts_raise()  # Ctrl-C: until here the package's start ended it, now the except below
     try:
         with sigterm_raises():
             code = args.run(args)
