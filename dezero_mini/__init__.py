@@ -5,21 +5,14 @@ memory fix of the course, with DeZero's public names, so that code written for
 DeZero runs with ``import dezero_mini as dezero``. The memory instruments that
 the notebooks use live in ``dezero_mini.memory``.
 """
-import sys as _sys
+from dezero_mini import startup as _startup
 
-if _sys.argv[:1] == ["-m"] and _sys.path and not _sys.flags.isolated:
-    # `python -m dezero_mini` is importing us: Python put the current folder
-    # first on sys.path, so that a json.py or numpy.py there (a submission's
-    # folder, for `check`) would stand in for the real module in this very
-    # process. The command line never imports a module from that folder:
-    # take it off before anything else is imported. (`python -I` or `-P`
-    # does not add it; a dezero_mini/ package there runs instead of this one,
-    # which nothing inside this package can prevent.)
-    import os as _os
-
-    if _sys.path[0] in ("", _os.getcwd()):
-        del _sys.path[0]
-    del _os
+_startup.leave_out_current_folder()  # under `python -m dezero_mini...` only
+if _startup.started_as_command():
+    # `python -m dezero_mini` or the `dezero_mini` script is importing us: before
+    # NumPy and the rest, a Ctrl-C, a removed current folder or a setting of the
+    # environment that cannot be used become one line (dezero_mini.startup).
+    _startup.prepare_command()
 from dezero_mini.core import (  # noqa: F401  (the public API)
     Config,
     Function,

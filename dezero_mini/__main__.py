@@ -1,7 +1,37 @@
-"""``python -m dezero_mini``: the command line of dezero_mini.cli."""
+"""``python -m dezero_mini``: the command line of dezero_mini.cli.
+
+``python -m`` looks for ``dezero_mini`` in the current folder first. A
+``dezero_mini/`` folder there (a package, or a plain folder, which an
+editable install's finder lets through) is imported in place of this
+package, and then this file runs against it: the command line cannot start,
+so it says why in one line instead of an ImportError from inside. (A
+``dezero_mini.py`` file there runs instead of this file: nothing of the
+package runs at all, which only the installed ``dezero_mini`` script, whose
+search path does not start with the current folder, avoids.)
+"""
+import os
 import sys
 
-from dezero_mini.cli import main
+
+def shadowing_package():
+    """Where the ``dezero_mini`` that Python imported lives, when it is not
+    the package of this file; None when it is."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    package = sys.modules.get("dezero_mini")
+    locations = [os.path.dirname(package.__file__)] if getattr(package, "__file__", None) \
+        else list(getattr(package, "__path__", []))
+    if any(os.path.abspath(location) == here for location in locations):
+        return None
+    return locations[0] if locations else "an unknown place"
+
 
 if __name__ == "__main__":
+    shadow = shadowing_package()
+    if shadow is not None:
+        print(f"python -m dezero_mini: error: {shadow!r} stands in for the dezero_mini package "
+              "(python -m looks in the current folder first); rename it, or run the command from "
+              "another folder or as .venv/bin/dezero_mini", file=sys.stderr)
+        sys.exit(2)
+    from dezero_mini.cli import main
+
     sys.exit(main(prog="python -m dezero_mini"))

@@ -33,9 +33,10 @@ import time
 from pathlib import Path
 
 from dezero_mini import stopping
+from dezero_mini.environment import SLOW_WRITE_VARIABLE, slow_write_setting
 
 #: The environment variable of the test hook (seconds to sleep before the rename).
-SLOW_WRITE_ENV = "DEZERO_MINI_SLOW_WRITE"
+SLOW_WRITE_ENV = SLOW_WRITE_VARIABLE
 TEMPORARY_SUFFIX = ".tmp"
 
 
@@ -53,8 +54,9 @@ def temporary_prefix(path):
     and its temporary must be one too."""
     name = Path(path).name
     room = NAME_MAX - _RANDOM_PART - 2  # the two dots
-    if len(name.encode()) > room:
-        name = name.encode()[:room].decode(errors="ignore")
+    encoded = os.fsencode(name)  # as the file system takes it: bytes that are not UTF-8 too
+    if len(encoded) > room:
+        name = os.fsdecode(encoded[:room].decode(errors="ignore").encode())
     return f".{name}."
 
 
@@ -79,6 +81,29 @@ def output_target_problem(path, suffixes=()):
     except OSError as error:  # a path the system refuses to look at (too long, ...)
         return (f"{given!r} cannot be used as a file name ({error.strerror or error}); "
                 "choose another name")
+
+
+def input_overwrite_problem(target, inputs):
+    """Why writing ``target`` would replace a file that the same command
+    reads, as a sentence that names both and the fix; None when it would not.
+
+    ``inputs`` are ``(what, path)`` pairs (``("the submission", path)``).
+    The same file is the same file on disk (device and inode, as
+    ``os.path.samefile`` sees it): a different spelling of the path, a
+    symbolic link on either side and a hard link are all found. A path that
+    does not exist yet cannot be an input, nor can None (an option not given)."""
+    for what, path in inputs:
+        if path is None:
+            continue
+        try:
+            same = os.path.samefile(target, path)
+        except (OSError, ValueError):  # either one missing, or a name the system refuses
+            same = False
+        if same:
+            alias = "" if os.fspath(target) == os.fspath(path) else f", {str(path)!r}"
+            return (f"{str(target)!r} is {what}{alias}, which this command reads; writing "
+                    "there would replace it: choose another name")
+    return None
 
 
 def _target_problem(given, path, suffixes):
@@ -310,9 +335,9 @@ def _keep_permissions_of(target, fd):
 
 
 def _sleep_for_tests():
-    seconds = os.environ.get(SLOW_WRITE_ENV)
+    seconds = slow_write_setting()
     if seconds:
-        time.sleep(float(seconds))
+        time.sleep(seconds)
 
 
 def _sync_folder(folder):

@@ -45,6 +45,7 @@ import weakref
 import numpy as np
 
 from dezero_mini import arrays, environment  # neither imports anything of dezero_mini
+from dezero_mini.validation import expect, expect_flag  # nor does this one
 
 # The one circle of the framework, inherited from DeZero: ``functions`` is made
 # of this module's Function and Variable, and Variable's operators and methods
@@ -77,6 +78,8 @@ Config = _Config()
 def using_config(name, value):
     """Set ``Config.<name>`` to ``value`` inside the block; restore it after,
     even when the block raises."""
+    expect(name, str, "using_config", "name", "the name of a setting of Config, such as "
+           "'enable_backprop'")
     if not hasattr(Config, name):
         raise AttributeError(f"using_config: Config has no setting {name!r}")
     old_value = getattr(Config, name)
@@ -282,6 +285,10 @@ class Variable:
         the second call starts again from this Variable's gradient: ``1``
         unless you set ``grad`` yourself.
         """
+        for flag, value in (("retain_grad", retain_grad), ("create_graph", create_graph),
+                            ("retain_graph", retain_graph)):
+            if not (value is None and flag == "retain_graph"):
+                expect_flag(value, "backward", flag)
         if retain_graph is None:
             retain_graph = create_graph
         if self.data is not None and type(self.data.dtype) not in _NUMBER_DTYPES:
@@ -361,8 +368,10 @@ class Variable:
                 gxs = _backward_checked(f, gys) if check_saved else f.backward(*gys)
                 if gxs.__class__ is not tuple:
                     gxs = (gxs,)
+                if len(gxs) > len(edges):
+                    raise _too_many_gradients(f, len(gxs), len(edges))
                 # zip: a backward may return fewer gradients than inputs (a
-                # loss returns none for its labels), as in DeZero.
+                # loss returns none for its labels), as in DeZero; never more.
                 # (f.inputs: the Variables of a Function written DeZero's way)
                 for edge, gx, x in zip(edges, gxs, f.inputs or _NO_INPUTS):
                     if gx is None or edge is None:
@@ -495,7 +504,39 @@ _LEAF_GRAD_LOCK = threading.Lock()
 
 
 class Parameter(Variable):
-    """A Variable that a Layer owns and an optimizer updates."""
+    """A Variable that a Layer owns and an optimizer updates.
+
+    ``ndim``: the number of dimensions its data must have, when the layer
+    knows it before the data exists (``Linear``'s lazy ``W`` is 2-D): data
+    of another number of dimensions is refused whenever it is set
+    (``load_weights``, ``W.data = ...``), since NumPy would broadcast a 1-D
+    weight through ``x @ W`` without a word. None: any."""
+
+    def __init__(self, data, name=None, ndim=None):
+        self.ndim_expected = ndim
+        super().__init__(data, name)
+
+    @property
+    def data(self):
+        return _VARIABLE_DATA.__get__(self)
+
+    @data.setter
+    def data(self, value):
+        self.check_data(value)
+        _VARIABLE_DATA.__set__(self, value)
+
+    def check_data(self, value):
+        """Raise ValueError when ``value`` cannot be this Parameter's data:
+        its number of dimensions is not ``ndim_expected``."""
+        expected = getattr(self, "ndim_expected", None)
+        if expected is not None and value is not None and getattr(value, "ndim", expected) != expected:
+            raise ValueError(
+                f"Parameter{' ' + repr(self.name) if self.name else ''}: its data must have "
+                f"{expected} dimension{'s' if expected != 1 else ''}, got an array of shape "
+                f"{value.shape}")
+
+
+_VARIABLE_DATA = Variable.__dict__["data"]  # the slot that Parameter's property stands in front of
 
 
 def as_array(x, array_module=np):
@@ -832,6 +873,17 @@ class Function:
 
     def backward(self, *gys):
         raise NotImplementedError(f"{type(self).__name__}.backward")
+
+
+def _too_many_gradients(f, returned, inputs):
+    """The error of a backward that returns more gradients than its Function
+    has inputs: zip would have dropped the extra ones without a word, and
+    most often they are the right gradients in the wrong order."""
+    name = type(f).__name__
+    return ValueError(
+        f"{name}.backward returned {returned} gradients, but {name} has {inputs} "
+        f"input{'s' if inputs != 1 else ''}: return one gradient per input of forward, in "
+        "the same order (None for an input that gets no gradient)")
 
 
 _NO_INPUTS = itertools.repeat(None)  # zipped with the edges of a Function that keeps no inputs

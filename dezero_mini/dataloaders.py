@@ -3,6 +3,8 @@ import math
 
 import numpy as np
 
+from dezero_mini.validation import describe, whole_number
+
 
 class DataLoader:
     """Iterate over ``dataset`` in batches of ``batch_size`` samples.
@@ -19,8 +21,10 @@ class DataLoader:
     def __init__(self, dataset, batch_size, shuffle=True, gpu=False):
         if gpu:
             raise NotImplementedError("DataLoader: dezero_mini runs on the CPU only (gpu=False)")
-        if batch_size < 1:
-            raise ValueError(f"DataLoader: batch_size must be at least 1, got {batch_size}")
+        whole_number(batch_size, "DataLoader", "batch_size", at_least=1)
+        if not (hasattr(dataset, "__len__") and hasattr(dataset, "__getitem__")) or isinstance(dataset, str):
+            raise TypeError("DataLoader: dataset must be a Dataset (something with len() and [i]), "
+                            f"got {describe(dataset)}")
         self.dataset = dataset
         self.batch_size = batch_size
         self.shuffle = shuffle

@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from dezero_mini.atomic import atomic_write, not_a_file
+from dezero_mini.environment import import_matplotlib
 from dezero_mini.transforms import Compose, Flatten, Normalize, ToFloat
 
 
@@ -361,6 +362,7 @@ def get_file(url, file_name=None, sha256=None, timeout=30):
 def show_digits(images, row=10, col=10, title=None):
     """A matplotlib figure of ``row`` x ``col`` images picked at random from
     ``images`` (N, 1, 28, 28), side by side, in grey."""
+    import_matplotlib()
     import matplotlib.pyplot as plt
 
     height, width = images.shape[-2:]

@@ -23,10 +23,12 @@ Memory notes, since this is a course about memory:
 """
 import builtins  # (this module defines its own sum, max and min)
 import math
+import numbers
 
 import numpy as np
 
 from dezero_mini import arrays, functions_conv
+from dezero_mini.validation import describe, expect
 from dezero_mini.core import (  # noqa: F401 (re-exported)
     Cast,
     Config,
@@ -530,8 +532,16 @@ def stack(xs, axis=0):
     return Stack(axis)(*xs)
 
 
-def _as_shape(shape):
-    return (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+def _as_shape(shape, function="reshape"):
+    """``shape`` as a tuple of whole numbers: one, or a tuple or list of them
+    (DeZero's forms); a TypeError naming ``function`` for anything else."""
+    if isinstance(shape, (int, np.integer)) and not isinstance(shape, bool):
+        return (int(shape),)
+    if isinstance(shape, (tuple, list)) and all(
+            isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in shape):
+        return tuple(int(n) for n in shape)
+    raise TypeError(f"{function}: shape must be a whole number or a tuple of them, "
+                    f"got {describe(shape)}")
 
 
 def reshape(x, shape):
@@ -571,7 +581,7 @@ def flatten(x):
 
 
 def broadcast_to(x, shape):
-    shape = _as_shape(shape)
+    shape = _as_shape(shape, "broadcast_to")
     if x.shape == shape:
         return as_variable(x)
     return BroadcastTo(shape)(x)
@@ -581,7 +591,7 @@ def sum_to(x, shape):
     """Sum ``x`` down to ``shape``, the inverse of ``broadcast_to``: ``shape``
     must broadcast to ``x.shape``, or this raises a ValueError (where DeZero
     returns an array of another shape without a word)."""
-    shape = _as_shape(shape)
+    shape = _as_shape(shape, "sum_to")
     if x.shape == shape:
         return as_variable(x)
     return SumTo(shape)(x)
@@ -902,6 +912,7 @@ class Dropout(Function):
 
 def dropout(x, dropout_ratio=0.5):
     """Dropout in training (``Config.train``); the identity in ``test_mode()``."""
+    expect(dropout_ratio, numbers.Real, "dropout", "dropout_ratio", "a number in [0, 1)")
     if not 0.0 <= dropout_ratio < 1.0:
         raise ValueError(f"dropout: dropout_ratio must be in [0, 1), got {dropout_ratio}")
     if not Config.train:
@@ -1017,7 +1028,18 @@ def _binary_cross_entropy(p, t):
 
 def embed_id(x, W):
     """The rows ``W[x]`` of an embedding matrix for integer ids ``x``; the
-    gradient is scatter-added back into the rows that were used."""
+    gradient is scatter-added back into the rows that were used.
+
+    An id outside ``[0, len(W))`` is an IndexError, as in PyTorch: NumPy
+    would read ``W[-1]`` as the last row, which is no id of the table."""
+    ids = x.data if isinstance(x, Variable) else np.asarray(x)
+    rows = (W.data if isinstance(W, Variable) else np.asarray(W)).shape[0]
+    if not np.issubdtype(ids.dtype, np.integer):  # bools would select rows by mask
+        raise TypeError(f"embed_id: the ids must be integers, got an array of {ids.dtype}")
+    if ids.size and not (0 <= ids.min() and ids.max() < rows):
+        wrong = ids[(ids < 0) | (ids >= rows)].flat[0]
+        raise IndexError(f"embed_id: id {wrong} is outside the table's {rows} rows "
+                         f"(ids go from 0 to {rows - 1})")
     return get_item(W, x)
 
 

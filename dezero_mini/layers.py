@@ -21,6 +21,7 @@ from dezero_mini import atomic
 from dezero_mini.atomic import deferred_signals
 from dezero_mini.core import Parameter
 from dezero_mini.utils import pair
+from dezero_mini.validation import whole_number
 
 
 def _weak(obj):
@@ -142,26 +143,34 @@ class Layer:
         values). A file that is not a complete weights file (empty, cut short,
         another format) raises ValueError naming it; pickled data is never loaded."""
         params_dict = self._named_params()
-        arrays = read_weights(path, params_dict, type(self).__name__)
-        for key, param in params_dict.items():
-            found = arrays[key]
-            if param.data is not None and found.shape != param.data.shape:
+        name = os.fspath(path)
+
+        def fits(key, shape, dtype):  # from the array's header, before its data is read
+            param = params_dict[key]
+            if param.data is not None and shape != param.data.shape:
                 raise ValueError(
                     f"load_weights: parameter {key!r} has shape {param.data.shape}, "
-                    f"the file {os.fspath(path)!r} has {found.shape}"
+                    f"the file {name!r} has {shape}"
                 )
             expected = param.data.dtype if param.data is not None else None
-            if expected is not None and found.dtype != expected:
+            if expected is not None and dtype != expected:
                 raise ValueError(
                     f"load_weights: parameter {key!r} is {expected}, the file "
-                    f"{os.fspath(path)!r} has {found.dtype}; save the weights from a model "
+                    f"{name!r} has {dtype}; save the weights from a model "
                     f"of the same dtype, or convert the file's arrays with astype({expected})"
                 )
-            if expected is None and not np.issubdtype(found.dtype, np.floating):
+            if param.ndim_expected not in (None, len(shape)):  # a lazy layer's parameter
+                raise ValueError(
+                    f"load_weights: parameter {key!r} has {param.ndim_expected} dimensions, "
+                    f"the file {name!r} has shape {shape}"
+                )
+            if expected is None and not np.issubdtype(dtype, np.floating):
                 raise ValueError(
                     f"load_weights: parameter {key!r} needs floating-point values, the file "
-                    f"{os.fspath(path)!r} has {found.dtype}"
+                    f"{name!r} has {dtype}"
                 )
+
+        arrays = read_weights(path, params_dict, type(self).__name__, fits)
         for key, param in params_dict.items():
             param.data = arrays[key]
 
@@ -175,10 +184,16 @@ def weights_path(path):
     return text + ".npz"
 
 
-def read_weights(path, params_dict, owner):
+def read_weights(path, params_dict, owner, fits=None):
     """``{key: array}`` for every key of ``params_dict`` from the ``.npz`` file
     ``path``; KeyError for a missing or an unexpected array, ValueError (naming
-    the file) for a file that is not a complete, pickle-free ``.npz``."""
+    the file) for a file that is not a complete, pickle-free ``.npz``.
+
+    Each array's header (shape, dtype) is read first and given to
+    ``fits(key, shape, dtype)``, which raises when it does not fit; so does
+    a header that promises more bytes than the archive holds. Only then is
+    the data read: a header of a few bytes cannot make this allocate
+    gigabytes (a MemoryError instead of an error naming the file)."""
     name = os.fspath(path)
     try:
         with open(path, "rb") as file:
@@ -187,26 +202,61 @@ def read_weights(path, params_dict, owner):
                 raise ValueError("empty file" if size == 0 else
                                  f"{size} bytes that are not a .npz archive")
             file.seek(0)
-            with np.load(file, allow_pickle=False) as npz:
-                missing = [k for k in params_dict if k not in npz.files]
+            with zipfile.ZipFile(file) as archive:
+                members = {member.filename.removesuffix(".npy"): member
+                           for member in archive.infolist() if member.filename.endswith(".npy")}
+                missing = [k for k in params_dict if k not in members]
                 if missing:
                     raise KeyError(
                         f"load_weights: {name!r} has no array for parameter(s) "
-                        f"{missing}; it holds {sorted(npz.files)}"
+                        f"{missing}; it holds {sorted(members)}"
                     )
-                unexpected = sorted(set(npz.files) - set(params_dict))
+                unexpected = sorted(set(members) - set(params_dict))
                 if unexpected:
                     raise KeyError(
                         f"load_weights: {name!r} holds array(s) {unexpected} that "
                         f"match no parameter of this {owner}; its parameters "
                         f"are {list(params_dict)}"
                     )
-                return {k: npz[k] for k in params_dict}
+                for key in params_dict:
+                    shape, dtype = _npy_header(archive, members[key])
+                    if fits is not None:
+                        fits(key, shape, dtype)
+                    _holds_what_it_promises(members[key], shape, dtype)
+                return {key: _npy_data(archive, members[key]) for key in params_dict}
     except KeyError:
         raise
     except (ValueError, EOFError, zipfile.BadZipFile, zlib.error) as error:
+        if str(error).startswith("load_weights:"):  # fits' own sentence, complete
+            raise
         raise ValueError(f"load_weights: {name!r} is not a weights file written by "
                          f"save_weights: {error or type(error).__name__}") from None
+
+
+def _npy_header(archive, member):
+    """``(shape, dtype)`` from the header of the ``.npy`` ``member``; a
+    ValueError for an object dtype (pickled data)."""
+    fmt = np.lib.format
+    with archive.open(member) as stream:
+        version = fmt.read_magic(stream)
+        read_header = fmt.read_array_header_1_0 if version == (1, 0) else fmt.read_array_header_2_0
+        shape, _, dtype = read_header(stream)
+    if dtype.hasobject:
+        raise ValueError(f"{member.filename} holds Python objects (pickled data), not numbers")
+    return shape, dtype
+
+
+def _holds_what_it_promises(member, shape, dtype):
+    """A ValueError when the header of ``member`` promises more data than it holds."""
+    promised = int(np.prod(shape, dtype=object)) * dtype.itemsize
+    if promised > member.file_size:
+        raise ValueError(f"{member.filename} promises {promised:,} bytes of data for shape "
+                         f"{shape} but holds {member.file_size:,}")
+
+
+def _npy_data(archive, member):
+    with archive.open(member) as stream:
+        return np.lib.format.read_array(stream, allow_pickle=False)
 
 
 class Linear(Layer):
@@ -221,13 +271,16 @@ class Linear(Layer):
 
     def __init__(self, out_size, nobias=False, dtype=np.float32, in_size=None):
         super().__init__()
+        whole_number(out_size, "Linear", "out_size", at_least=1)
+        if in_size is not None:
+            whole_number(in_size, "Linear", "in_size", at_least=1)
         self.in_size = in_size
         self.out_size = out_size
         self.dtype = dtype
-        self.W = Parameter(None, name="W")
+        self.W = Parameter(None, name="W", ndim=2)
         if in_size is not None:
             self._init_W()
-        self.b = None if nobias else Parameter(np.zeros(out_size, dtype=dtype), name="b")
+        self.b = None if nobias else Parameter(np.zeros(out_size, dtype=dtype), name="b", ndim=1)
 
     def _init_W(self):
         # Scaled so that each output starts with about the variance of one input.
@@ -322,7 +375,7 @@ class EmbedID(Layer):
 
     def __init__(self, in_size, out_size):
         super().__init__()
-        self.W = Parameter(np.random.randn(in_size, out_size), name="W")
+        self.W = Parameter(np.random.randn(in_size, out_size), name="W", ndim=2)
 
     def forward(self, x):
         return F.embed_id(x, self.W)
@@ -337,10 +390,10 @@ class BatchNorm(Layer):
 
     def __init__(self):
         super().__init__()
-        self.avg_mean = Parameter(None, name="avg_mean")
-        self.avg_var = Parameter(None, name="avg_var")
-        self.gamma = Parameter(None, name="gamma")
-        self.beta = Parameter(None, name="beta")
+        self.avg_mean = Parameter(None, name="avg_mean", ndim=1)
+        self.avg_var = Parameter(None, name="avg_var", ndim=1)
+        self.gamma = Parameter(None, name="gamma", ndim=1)
+        self.beta = Parameter(None, name="beta", ndim=1)
 
     def _init_params(self, x):
         channels, dtype = x.shape[1], x.dtype
@@ -371,10 +424,10 @@ class Conv2d(Layer):
         self.stride = stride
         self.pad = pad
         self.dtype = dtype
-        self.W = Parameter(None, name="W")
+        self.W = Parameter(None, name="W", ndim=4)
         if in_channels is not None:
             self._init_W()
-        self.b = None if nobias else Parameter(np.zeros(out_channels, dtype=dtype), name="b")
+        self.b = None if nobias else Parameter(np.zeros(out_channels, dtype=dtype), name="b", ndim=1)
 
     def _weight_shape(self):
         return (self.out_channels, self.in_channels, *pair(self.kernel_size))

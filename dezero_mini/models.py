@@ -1,8 +1,11 @@
 """Models: Layers that are whole networks (``from dezero_mini import models``)."""
+import numpy as np
+
 from dezero_mini import functions as F
 from dezero_mini import layers as L
 from dezero_mini import utils
 from dezero_mini.layers import Layer
+from dezero_mini.validation import expect_each, whole_number
 
 
 class Model(Layer):
@@ -25,6 +28,10 @@ class MLP(Model):
 
     def __init__(self, fc_output_sizes, activation=F.sigmoid):
         super().__init__()
+        fc_output_sizes = expect_each(fc_output_sizes, (int, np.integer), "MLP", "fc_output_sizes",
+                                      "a whole number")
+        for i, size in enumerate(fc_output_sizes):
+            whole_number(size, "MLP", f"fc_output_sizes[{i}]", at_least=1)
         self.activation = activation
         self.layers = []
         for i, out_size in enumerate(fc_output_sizes):

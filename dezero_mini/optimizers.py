@@ -21,6 +21,7 @@ import numpy as np
 
 from dezero_mini import leak_warning
 from dezero_mini.core import Config, Variable
+from dezero_mini.validation import Number
 
 
 #: How many elements the temporaries of an update hold at most (512 KiB of
@@ -112,8 +113,17 @@ class Optimizer:
             del self._state[key]
 
 
+#: The settings of the optimizers and hooks: finite numbers in their range,
+#: checked whenever they are set (a learning rate of nan trained nothing, silently).
+RATE = dict(at_least=0)  # lr, alpha, eps, weight decay: 0 is allowed, as in PyTorch
+DECAY = dict(at_least=0, at_most=1)  # momentum, rho
+BETA = dict(at_least=0, below=1)  # Adam's beta1, beta2: 1 would divide by zero
+
+
 class SGD(Optimizer):
     """Plain gradient descent: ``W -= lr * grad``."""
+
+    lr = Number(**RATE)
 
     def __init__(self, lr=0.01):
         super().__init__()
@@ -127,6 +137,9 @@ class SGD(Optimizer):
 class MomentumSGD(Optimizer):
     """Gradient descent with momentum: ``v = momentum * v - lr * grad``,
     ``W += v``."""
+
+    lr = Number(**RATE)
+    momentum = Number(**DECAY)
 
     def __init__(self, lr=0.01, momentum=0.9):
         super().__init__()
@@ -144,6 +157,9 @@ class AdaGrad(Optimizer):
     """Per-element learning rates that shrink with the sum of the squared
     gradients seen so far."""
 
+    lr = Number(**RATE)
+    eps = Number(**RATE)
+
     def __init__(self, lr=0.001, eps=1e-8):
         super().__init__()
         self.lr = lr
@@ -159,6 +175,11 @@ class Adam(Optimizer):
     """Adam: running averages of the gradient and of its square, with the
     bias correction folded into the step size ``lr`` (a property of ``t``,
     the number of updates so far)."""
+
+    alpha = Number(**RATE)
+    beta1 = Number(**BETA)
+    beta2 = Number(**BETA)
+    eps = Number(**RATE)
 
     def __init__(self, alpha=0.001, beta1=0.9, beta2=0.999, eps=1e-8):
         super().__init__()
@@ -197,6 +218,8 @@ class Adam(Optimizer):
 class WeightDecay:
     """L2 regularisation: adds ``rate * W`` to the gradient of every ``W``."""
 
+    rate = Number(**RATE)
+
     def __init__(self, rate):
         self.rate = rate
 
@@ -208,6 +231,8 @@ class WeightDecay:
 class ClipGrad:
     """Scales all gradients down together when their global L2 norm is above
     ``max_norm``, so that it becomes ``max_norm``."""
+
+    max_norm = Number(**RATE)
 
     def __init__(self, max_norm):
         self.max_norm = max_norm
@@ -227,6 +252,9 @@ class ClipGrad:
 class AdaDelta(Optimizer):
     """AdaDelta: no learning rate; each step is scaled by the ratio of the
     running averages of squared steps and of squared gradients (decay ``rho``)."""
+
+    rho = Number(**DECAY)
+    eps = Number(**RATE)
 
     def __init__(self, rho=0.95, eps=1e-6):
         super().__init__()
@@ -248,6 +276,10 @@ class AdaDelta(Optimizer):
 class RMSProp(Optimizer):
     """RMSProp: the gradient divided by the root of a running average (decay
     ``rho``) of its square."""
+
+    lr = Number(**RATE)
+    rho = Number(**DECAY)
+    eps = Number(**RATE)
 
     def __init__(self, lr=0.001, rho=0.9, eps=1e-8):
         super().__init__()

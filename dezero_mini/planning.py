@@ -46,6 +46,7 @@ import numpy as np
 from dezero_mini import core
 from dezero_mini import functions as F
 from dezero_mini.core import Function, Variable, no_grad
+from dezero_mini.validation import expect, expect_callable
 
 
 class Buffer:
@@ -295,6 +296,7 @@ def trace(fn, *feeds, wrt=()):
     (MeanSquaredError: four, SoftmaxCrossEntropy: eleven). Its outputs: ``fn``'s result, then, when
     ``wrt`` names Variables (parameters), the gradient of the result with
     respect to each, traced as backward nodes (``GRADIENTS``)."""
+    expect_callable(fn, "trace", "fn", "a function of Variables (one forward pass)")
     graph = Graph()
     tracer = _Tracer(graph)
     variables = [Variable(np.asarray(a)) for a in feeds]
@@ -528,6 +530,7 @@ def plan_memory(graph, inplace=True, share=True, parallel=True):
     give lifetimes; a node writes over an input that dies at it (``inplace``)
     or takes the smallest free block that fits (``share``); with
     ``parallel``, blocks move only along one coloured path."""
+    expect(graph, Graph, "plan_memory", "graph", "a Graph (what trace() returns)")
     read_by = readers(graph)
     count = [len(r) + (b in graph.outputs) for b, r in enumerate(read_by)]
     colour = colour_paths(graph) if parallel else [0] * len(graph.nodes)
@@ -603,6 +606,7 @@ class Executor:
     """Allocate a Plan's blocks once; each call runs every node into them."""
 
     def __init__(self, plan):
+        expect(plan, Plan, "Executor", "plan", "a Plan (what plan_memory returns)")
         graph = plan.graph
         self.graph, self.plan = graph, plan
         self.blocks = [np.empty(size, np.uint8) for size in plan.sizes]

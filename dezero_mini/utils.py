@@ -2,6 +2,7 @@
 graph (get_dot_graph, plot_dot_graph), comparing arrays, and the array
 helpers of backward passes and convolutions under DeZero's names (they live
 in ``dezero_mini.arrays``, below ``core``, which needs them)."""
+import numbers
 import shutil
 import subprocess
 
@@ -20,12 +21,28 @@ from dezero_mini.arrays import (  # noqa: F401 (DeZero's names in utils)
 )
 from dezero_mini.core import Variable, as_variable
 from dezero_mini.cuda import as_numpy
+from dezero_mini.validation import describe, expect_callable
+
+
+def _array_argument(x, function):
+    """``x`` as numbers to differentiate at: a Variable, or an array or a
+    number made an array; a TypeError for anything else (None, a str, a list
+    of lists of strings) before it reaches NumPy."""
+    if isinstance(x, Variable):
+        return x
+    if isinstance(x, (np.ndarray, numbers.Number)) and not isinstance(x, bool):
+        array = np.asarray(x)
+        if array.dtype.kind in "biuf":
+            return array
+    raise TypeError(f"{function}: x must be a Variable, a numpy array or a number, "
+                    f"got {describe(x)}")
 
 
 def numerical_grad(f, x, *args, eps=1e-4, **kwargs):
     """Central-difference gradient of ``sum(f(x, ...))`` with respect to the
     Variable or array ``x`` (the reference a backward pass is checked against)."""
-    data = x.data if isinstance(x, Variable) else x
+    expect_callable(f, "numerical_grad", "f", "a function of Variables")
+    data = x.data if isinstance(x, Variable) else _array_argument(x, "numerical_grad")
     data = data.astype(np.float64)
     grad = np.zeros_like(data)
     for index in np.ndindex(*data.shape):
@@ -42,8 +59,12 @@ def numerical_grad(f, x, *args, eps=1e-4, **kwargs):
 def gradient_check(f, x, *args, rtol=1e-4, atol=1e-5, **kwargs):
     """True when backward's gradient of ``sum(f(x, ...))`` matches the
     numerical one; prints where they differ otherwise."""
-    x = as_variable(x)
-    x.data = x.data.astype(np.float64)
+    expect_callable(f, "gradient_check", "f", "a function of Variables")
+    x = _array_argument(x, "gradient_check")
+    if isinstance(x, Variable):
+        x.data = x.data.astype(np.float64)
+    else:  # float from the start: a Variable made of integers would take no gradient
+        x = Variable(x.astype(np.float64))
     x.cleargrad()
     y = f(x, *args, **kwargs)
     y.backward(retain_grad=True)

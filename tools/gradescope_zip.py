@@ -44,11 +44,20 @@ def _add(archive, path, name, executable=False):
     archive.writestr(info, path.read_bytes())
 
 
+class OverwritesInput(ValueError):
+    """The zip would be written over one of the files it packs."""
+
+
 def make_zip(number, out, weights=None, repository=REPOSITORY):
     """Write the autograder zip of stage ``number`` to ``out`` (through a
     temporary file: the old zip stays until the new one is whole)."""
     out = Path(out)
     files = tracked_files(repository, tell=_tell_the_walk(repository))
+    problem = atomic.input_overwrite_problem(out, [
+        ("the weights file", weights), *(("a file it packs", GRADER / name) for name in EXECUTABLE),
+        *(("a file of the course it packs", repository / relative) for relative in files)])
+    if problem is not None:
+        raise OverwritesInput(problem)
     with atomic.atomic_write(out) as file, zipfile.ZipFile(file, "w") as archive:
         for name in EXECUTABLE:
             _add(archive, GRADER / name, name, executable=True)
@@ -87,6 +96,8 @@ def main(argv=None):
     args.out = Path(args.out)
     try:
         make_zip(args.stage, args.out, args.weights)
+    except OverwritesInput as error:
+        parser.error(f"argument --out: {error}")
     except KeyboardInterrupt:
         print("gradescope_zip: interrupted; no zip written", file=sys.stderr)
         return 130

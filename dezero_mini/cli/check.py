@@ -19,8 +19,8 @@ from dezero_mini.arguments import output_file
 from dezero_mini.browser import processes_unavailable
 from dezero_mini.cli.guard import EXIT_NO_VERDICT
 from dezero_mini.cli.options import (add_run_options, add_sandbox_option, add_scoring_options,
-                                     add_stage_argument, command_parser, sandbox_note,
-                                     stage_options)
+                                     add_stage_argument, command_parser,
+                                     refuse_to_overwrite_inputs, sandbox_note, stage_options)
 from dezero_mini.contracts.runner import check_file
 from dezero_mini.contracts.scoring import Weights, display_points
 from dezero_mini.grading import gradescope
@@ -104,6 +104,8 @@ def run_check(args):
     note = sandbox_note("dezero_mini check", mode)
     if note:
         print(note, file=sys.stderr)
+    refuse_to_overwrite_inputs(args, [("--gradescope", args.gradescope)], [
+        ("the file to check", args.file), ("the weights file", weights.path if weights else None)])
     previous = {}
     if threading.current_thread() is threading.main_thread():  # (only it may set handlers)
         previous = {signum: signal.signal(signum, _interrupt) for signum in STOP_SIGNALS}
@@ -169,7 +171,8 @@ def add_parser(commands):
         "points, max_points"))
     parser.add_argument("--gradescope", type=output_file(),
                         metavar="PATH", help=(
-        "also write Gradescope's results.json there (one test per contract, with its points)"))
+        "also write Gradescope's results.json there (one test per contract, with its points); "
+        "never FILE or the --weights file"))
     parser.add_argument("--allow-reference", action="store_true", help=(
         "with --json or --gradescope, check a file of the course's own steps/ (refused "
         "there: a submission must be the learner's own work); for the course's maintainers"))

@@ -11,8 +11,8 @@ import time
 
 from dezero_mini.arguments import output_file, positive_int
 from dezero_mini.cli.options import (add_run_options, add_sandbox_option, add_scoring_options,
-                                     add_stage_argument, command_parser, sandbox_note,
-                                     stage_options)
+                                     add_stage_argument, command_parser,
+                                     refuse_to_overwrite_inputs, sandbox_note, stage_options)
 from dezero_mini.contracts import bubblewrap
 from dezero_mini.grading import batch, container
 
@@ -24,6 +24,9 @@ def run_grade(args):
         submissions = batch.find_submissions(args.stage, args.submissions)
     except batch.SubmissionError as error:
         args.parser.error(f"argument SUBMISSION: {error}")
+    refuse_to_overwrite_inputs(args, [("--csv", args.csv)], [
+        *(("a submission", submission.file) for submission in submissions),
+        ("the weights file", weights.path if weights else None)])
     isolation = None
     if args.isolation == "container":  # the container is the sandbox
         try:
@@ -88,7 +91,8 @@ def add_parser(commands):
     parser.add_argument("submissions", nargs="+", metavar="SUBMISSION",
                         help="a student's stage file, or a folder that holds it")
     parser.add_argument("--csv", type=output_file(), required=True, metavar="PATH",
-                        help="the grades, one row per student")
+                        help="the grades, one row per student; never a submission or the "
+                             "--weights file")
     parser.add_argument("--jobs", type=positive_int, default=batch.default_jobs(), metavar="J",
                         help="submissions checked at once (default: the processors, "
                              "%(default)s here)")

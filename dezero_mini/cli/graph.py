@@ -10,7 +10,7 @@ import numpy as np
 
 from dezero_mini.arguments import STAGE_NUMBERS, one_stage, output_file
 from dezero_mini.atomic import output_target_problem
-from dezero_mini.cli.options import command_parser
+from dezero_mini.cli.options import command_parser, refuse_to_overwrite_inputs
 from dezero_mini.memory import reference_graph, stage_label, watch
 from dezero_mini.memory.probes import collector
 
@@ -39,6 +39,9 @@ def run_graph(args):
         problem = output_target_problem(args.out, (DEFAULT_GRAPH_OUT.suffix,))
         if problem is not None:
             args.parser.error(f"--out {args.out}: {problem}")
+    if not args.dot:
+        refuse_to_overwrite_inputs(args, [("--out", args.out)], [
+            (f"the file of {stage_label(args.stage)}", getattr(args.stage, "__file__", None))])
     title = f"{stage_label(args.stage)}: y = sigmoid(x @ W + b)"
     # With the collector off, the garbage of a reference cycle (stage 02)
     # stays to be drawn instead of vanishing at a random moment.
@@ -78,7 +81,7 @@ def add_parser(commands):
     parser.add_argument("--out", type=output_file(*GRAPH_FORMATS), default=DEFAULT_GRAPH_OUT,
                         metavar="PATH", help=(
         "the picture; its format comes from the name: .svg, .png, .pdf (these need "
-        "Graphviz's dot program) or .dot (default: %(default)s)"))
+        "Graphviz's dot program) or .dot (default: %(default)s); never the stage's file"))
     parser.add_argument("--dot", action="store_true", help=(
         "print the DOT text instead of writing a picture (needs no Graphviz)"))
     parser.set_defaults(run=run_graph, parser=parser)

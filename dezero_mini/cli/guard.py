@@ -124,9 +124,28 @@ def end_for_lost_output(error, command, status=1):
 def flush_stdout():
     """Write what stdout still holds now, so that a full disk is found by the
     command and not by Python's own flush at exit; a stdout that a script
-    run by the command has closed holds nothing to write."""
-    with contextlib.suppress(ValueError):  # closed
+    run by the command has closed (or replaced by None) holds nothing to write."""
+    with contextlib.suppress(ValueError, AttributeError):  # closed, or None
         sys.stdout.flush()
+
+
+def output_stream_problem():
+    """Why the command cannot write its output, before it starts; None when it can.
+
+    A standard output closed outright (``cmd >&-``, not a pipe that closes
+    later) is ``sys.stdout is None``: Python's ``print`` then drops every
+    line without a word, and file descriptor 1 is free for the next file
+    opened, where the command's output would land. One rule for every
+    command: refuse to start. And a terminal that cannot show a character
+    of a file's name (``PYTHONIOENCODING=ascii``, ``LANG=C``, a name with
+    bytes that are not UTF-8) gets it escaped (``\\xe9``), as stderr does,
+    not a UnicodeEncodeError after the work."""
+    if sys.stdout is None:
+        return ("cannot write the output: standard output is closed (>&-); send it somewhere, "
+                "for example > /dev/null")
+    with contextlib.suppress(AttributeError, ValueError):  # not a TextIOWrapper; closed
+        sys.stdout.reconfigure(errors="backslashreplace")
+    return None
 
 
 # --- Sizes ----------------------------------------------------------------------------

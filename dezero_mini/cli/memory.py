@@ -6,9 +6,10 @@ the plot) the way the notebooks do, and prints what a learner should look at.
 from dezero_mini.arguments import STAGE_NUMBERS, output_file, positive_int, stage_modules
 from dezero_mini.atomic import atomic_write, output_target_problem
 from dezero_mini.cli.guard import format_size, machine_memory
-from dezero_mini.cli.options import command_parser
+from dezero_mini.cli.options import command_parser, refuse_to_overwrite_inputs
+from dezero_mini.environment import import_matplotlib
 from dezero_mini.memory import load_stage, plot_training, record_training, stage_label
-from dezero_mini.memory.recorder import SIGNALS
+from dezero_mini.memory.recorder import RECORD_BYTES_PER_BATCH
 from dezero_mini.progress import ProgressLine
 
 #: The stages that ``memory`` compares when none is named: the first stage
@@ -16,13 +17,11 @@ from dezero_mini.progress import ProgressLine
 DEFAULT_STAGES = ("1", "dezero_mini")
 PLOT_FORMATS = (".png", ".svg", ".pdf")
 #: What one batch adds to a record: one 8-byte number per signal.
-RECORD_BYTES_PER_BATCH = 8 * len(SIGNALS)
 
 
 def run_memory(args):
     """``memory``: record each stage, then write the plot and the CSV files."""
-    import matplotlib
-
+    matplotlib = import_matplotlib()
     matplotlib.use("Agg")  # a file, never a window
     import matplotlib.pyplot as plt
 
@@ -33,6 +32,10 @@ def run_memory(args):
         problem = output_target_problem(path, (".csv",))
         if problem is not None:
             args.parser.error(f"--csv {path}: {problem}")
+    refuse_to_overwrite_inputs(
+        args, [("--out", args.out), *(("--csv", path) for path in csv_paths)],
+        [(f"the file of {stage_label(module)}", getattr(module, "__file__", None))
+         for module in modules])
     memory = machine_memory()
     needed = args.batches * RECORD_BYTES_PER_BATCH
     if memory and needed > memory:
@@ -118,12 +121,13 @@ def add_parser(commands):
     parser.add_argument("--batches", type=positive_int, default=200, metavar="N", help=(
         "batches to train and record (default: %(default)s)"))
     parser.add_argument("--out", type=output_file(*PLOT_FORMATS), default="memory.png",
-                        metavar="PATH", help="the plot: .png, .svg or .pdf (default: %(default)s)")
+                        metavar="PATH", help=("the plot: .png, .svg or .pdf (default: %(default)s); "
+                                              "never a stage's file"))
     parser.add_argument("--csv", type=output_file(".csv"), metavar="PATH", help=(
         "the figures, one row per batch, one file per stage (default: the plot's name, "
         "ending in .csv). With several stages, each file name gets the stage's name added: "
         "memory_step01_leaking_graph.csv, memory_dezero_mini.csv. "
-        "TrainingRecord.from_csv reads them back."))
+        "TrainingRecord.from_csv reads them back; never a stage's file."))
     parser.add_argument("--gc", action="store_true", help=(
         "keep the cyclic garbage collector on while recording (stage 2 then shows a "
         "sawtooth instead of a slope)"))

@@ -6,7 +6,8 @@ import argparse
 
 from dezero_mini.arguments import (add_sandbox_option, at_least_two, known_stage_numbers, seconds,
                                    stage_number, weights_file)
-from dezero_mini.contracts.bench import BATCHES
+from dezero_mini.atomic import input_overwrite_problem
+from dezero_mini.contracts.bench import BATCHES, batches_problem
 from dezero_mini.contracts.runner import DEFAULT_TIMEOUT, DEFAULT_TOTAL_TIMEOUT
 from dezero_mini.contracts.scoring import Weights, WeightsError, display_points, select_contracts
 
@@ -66,10 +67,34 @@ def sandbox_note(program, mode):
     return None
 
 
+def refuse_to_overwrite_inputs(args, outputs, inputs):
+    """argparse's error (exit 2) when an output would replace an input of the
+    same command (:func:`dezero_mini.atomic.input_overwrite_problem`):
+    ``grade --csv`` given a submission once replaced the student's file.
+    ``outputs`` are ``(option, path)`` pairs, ``inputs`` ``(what, path)`` pairs;
+    paths that are None (an option not given) are left out."""
+    inputs = list(inputs)
+    for option, path in outputs:
+        problem = None if path is None else input_overwrite_problem(path, inputs)
+        if problem is not None:
+            args.parser.error(f"argument {option}: {problem}")
+
+
+def refuse_batches_beyond_limits(args, numbers):
+    """argparse's error (exit 2) for a ``--batches`` that the checker cannot run
+    for one of the stages ``numbers`` (``bench.batches_problem``): a correct
+    file would fail for the checker's own memory limit, and be blamed for it."""
+    for number in numbers:
+        problem = batches_problem(number, args.batches)
+        if problem is not None:
+            args.parser.error(f"argument --batches: {problem}")
+
+
 def stage_options(args):
-    """Check the options that depend on the stage (``--contract``, ``--weights``)
-    against it; argparse's error (exit 2) when they do not fit. Returns
-    ``(names, weights)`` for ``check_file``."""
+    """Check the options that depend on the stage (``--contract``, ``--weights``,
+    ``--batches``) against it; argparse's error (exit 2) when they do not fit.
+    Returns ``(names, weights)`` for ``check_file``."""
+    refuse_batches_beyond_limits(args, [args.stage])
     try:
         select_contracts(args.stage, args.contract)
         if args.weights is not None:

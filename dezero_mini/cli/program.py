@@ -34,10 +34,13 @@ from dezero_mini.cli.guard import (
     Terminated,
     end_for_lost_output,
     flush_stdout,
+    output_stream_problem,
     sigterm_raises,
 )
 from dezero_mini.cli.options import HelpFormatter
+from dezero_mini.environment import SettingError
 from dezero_mini.memory import GraphvizNotFound
+from dezero_mini.startup import EXIT_USAGE, interrupts_raise, startup_problem
 
 #: The commands, in the order of ``--help``.
 COMMANDS = (train, memory, graph, leaks, start, check, grade, progress)
@@ -64,6 +67,10 @@ def main(argv=None, prog="dezero_mini"):
     Returns the exit code. argparse itself exits (SystemExit) for --help,
     --version and bad arguments.
     """
+    problem = startup_problem()  # main() called without the package's start (tests, a script)
+    if problem is not None:
+        print(f"{prog}: error: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     parser = build_parser(prog)
     args, unrecognized = parser.parse_known_args(argv)
     if unrecognized:  # as parse_args, unless the command knows what was meant
@@ -79,11 +86,19 @@ def main(argv=None, prog="dezero_mini"):
               file=sys.stderr)
         return 2
     command = f"{prog} {args.command}"
+    problem = output_stream_problem()
+    if problem is not None:
+        print(f"{command}: error: {problem}", file=sys.stderr)
+        return getattr(args, "lost_output_status", 1)
+    interrupts_raise()  # Ctrl-C: until here the package's start ended it, now the except below
     try:
         with sigterm_raises():
             code = args.run(args)
             flush_stdout()  # a full disk found here, not at exit
             return code
+    except SettingError as error:  # read where it is used (MPLBACKEND, by Matplotlib)
+        print(f"{command}: error: {error}", file=sys.stderr)
+        return EXIT_USAGE
     except GraphvizNotFound as error:
         print(f"{command}: error: {error}.\n"
               "To see the graph without Graphviz, use --dot: it prints the DOT text.",

@@ -7,13 +7,15 @@ with the run options of ``check`` (``add_run_options``).
 import sys
 from pathlib import Path
 
-from dezero_mini.cli.options import add_run_options, command_parser
+from dezero_mini.cli.options import add_run_options, command_parser, refuse_batches_beyond_limits
+from dezero_mini.contracts import stages
 from dezero_mini.contracts.runner import check_file
 from dezero_mini.grading.learner_progress import progress, progress_line, progress_summary
 
 
 def run_progress(args):
     """``progress``: one line per stage for the learner's files in DIR."""
+    refuse_batches_beyond_limits(args, [stage.number for stage in stages()])
     folder = args.dir
     if not folder.is_dir():
         print(f"dezero_mini progress: error: the folder {str(folder)!r} does not exist",

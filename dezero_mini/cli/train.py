@@ -24,7 +24,7 @@ import dezero_mini.functions as F
 from dezero_mini import DataLoader, no_grad, optimizers, test_mode
 from dezero_mini.arguments import output_file, positive_float, positive_int, seed_int
 from dezero_mini.cli.guard import format_size, machine_memory
-from dezero_mini.cli.options import command_parser
+from dezero_mini.cli.options import command_parser, refuse_to_overwrite_inputs
 from dezero_mini.datasets import MNIST, MNISTSample, SinCurve, Spiral
 from dezero_mini.memory import count_live_objects
 from dezero_mini.memory.probes import tracing
@@ -382,7 +382,8 @@ def add_parser(commands):
         "seeds the initial weights and the order of the batches: the same seed gives "
         "the same run (default: %(default)s)"))
     parser.add_argument("--save", type=output_file(".npz"), metavar="PATH.npz", help=(
-        "write the trained weights to this file (model.load_weights reads it)"))
+        "write the trained weights to this file (model.load_weights reads it); never a file "
+        "of --data-dir"))
     parser.set_defaults(run=run_train, parser=parser)
 
 
@@ -393,6 +394,9 @@ def run_train(args):
                           "files (this command never downloads anything)")
     if args.dataset != "mnist" and args.data_dir is not None:
         args.parser.error(f"--data-dir is only used with --dataset mnist, not {args.dataset}")
+    if args.data_dir is not None and args.data_dir.is_dir():
+        refuse_to_overwrite_inputs(args, [("--save", args.save)], [
+            ("a file of --data-dir", path) for path in args.data_dir.iterdir()])
     task = TASKS[args.dataset]
     # Traced from before the data is loaded, so that the peak includes it.
     with tracing():

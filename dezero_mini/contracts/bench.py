@@ -13,7 +13,8 @@ import numpy as np
 
 from dezero_mini.memory.counting import count_live_objects
 from dezero_mini.memory.probes import collector
-from dezero_mini.memory.recorder import record_training
+from dezero_mini.contracts.sandbox import MIB, Limits
+from dezero_mini.memory.recorder import RECORD_BYTES_PER_BATCH, record_training
 from dezero_mini.memory.true_types import is_instance
 from dezero_mini.memory.workload import Workload, grad_array
 
@@ -25,6 +26,38 @@ _settings = {"batches": BATCHES}
 KIB = 1024
 
 _benches = weakref.WeakKeyDictionary()
+
+#: What one batch of the standard run leaves alive in a stage whose graphs
+#: leak by design, with the collector off as the record runs: stage 01's
+#: registry and stage 02's cycles keep each batch's whole graph (915 KiB a
+#: batch, measured with tracemalloc; tests/test_checker_limits.py holds every
+#: stage's reference to it). A correct file of those stages grows so.
+LEAKED_BYTES_PER_BATCH = {1: 920 * KIB, 2: 920 * KIB}
+#: The worker's address space before any record: the interpreter, NumPy and the
+#: framework (193-210 MiB measured, docs/classroom.md), with room to spare.
+WORKER_BASE_MIB = 256
+#: Records that may be alive at once in a worker (the bench's and a contract's own).
+RECORDS_AT_ONCE = 4
+
+
+def largest_batches(number, limits=Limits()):
+    """The most ``--batches`` that a correct file of stage ``number`` can run
+    within the worker's memory limit (``limits.memory_mib``)."""
+    room = (limits.memory_mib - WORKER_BASE_MIB) * MIB
+    per_batch = RECORDS_AT_ONCE * RECORD_BYTES_PER_BATCH + LEAKED_BYTES_PER_BATCH.get(number, 0)
+    return max(room // per_batch, 0)
+
+
+def batches_problem(number, batches, limits=Limits()):
+    """Why ``batches`` is more than the checker can run for stage ``number``
+    (a correct file would fail for the worker's memory limit, the checker's
+    own limit, not the file's fault), as a sentence with the fix; None when it can."""
+    largest = largest_batches(number, limits)
+    if batches <= largest:
+        return None
+    return (f"{batches:,} batches is more than the checker can run for stage {number:02d}: a "
+            f"correct file would need more than the {limits.memory_mib:,} MiB the check allows "
+            f"it; give at most {largest:,}")
 
 
 def configure(*, batches):

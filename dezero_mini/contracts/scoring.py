@@ -26,8 +26,9 @@ the fix (``WeightsError``).
 import difflib
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Optional
 
 from dezero_mini.atomic import not_a_file
 from dezero_mini.contracts import all_contracts, contracts_at, get_stage, stages
@@ -91,6 +92,7 @@ class Weights:
     contracts: dict = field(default_factory=dict)
     stages: dict = field(default_factory=dict)
     source: str = "the default weights"
+    path: Optional[Path] = field(default=None, compare=False)  # the file read, if any
 
     def points(self, contract, number):
         """The points that ``contract`` is worth in a check of stage ``number``."""
@@ -122,7 +124,7 @@ class Weights:
         """Read and check a weights file (``.toml`` or ``.json``)."""
         path = Path(path)
         data = _read_weights_file(path)
-        return cls.from_mapping(data, source=f"weights file {str(path)!r}")
+        return replace(cls.from_mapping(data, source=f"weights file {str(path)!r}"), path=path)
 
     @classmethod
     def from_standard_input(cls):

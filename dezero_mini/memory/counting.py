@@ -14,12 +14,14 @@ automatic collections, the tracking lists are kept up to date.
 """
 import array
 import gc
+from dezero_mini.validation import expect_stage_module
 
 from dezero_mini.memory.true_types import subclass_ids
 
 
 def framework_classes(module):
     """The two classes whose instances make a graph: ``(Variable, Function)``."""
+    expect_stage_module(module, "framework_classes")
     return module.Variable, module.Function
 
 
@@ -31,6 +33,7 @@ def count_live_objects(module):
     ``Add`` a Function). Objects that are unreachable but not yet collected
     are alive: that is the point of measuring with the collector disabled.
     """
+    expect_stage_module(module, "count_live_objects")
     variables, functions = _count_in(gc.get_objects(), framework_classes(module))
     return _figures(variables, functions)
 

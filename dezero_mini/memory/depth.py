@@ -20,6 +20,7 @@ interactive cell of the lesson (``explore(10)``).
 """
 import gc
 import math
+import numbers
 import time
 import tracemalloc
 
@@ -30,11 +31,13 @@ from dezero_mini.memory.probes import collector, tracing
 from dezero_mini.memory.refgraph import reference_graph, watch
 from dezero_mini.memory.stages import load_stage
 from dezero_mini.memory.workload import Workload
+from dezero_mini.validation import expect, whole_number
 
 
 def sqrt_segments(depth):
     """The number of segments that minimises the memory of a checkpointed
     chain of ``depth`` layers, to first order: about sqrt(depth)."""
+    depth = whole_number(depth, "sqrt_segments", "depth", at_least=1)
     return max(1, round(math.sqrt(depth)))
 
 
@@ -55,9 +58,8 @@ class DeepChain(Workload):
         # well under a second. float32, as deep learning trains (and DeZero's
         # layers): numpy's float64 tanh costs several times its float32 one.
         super().__init__(module, batch_size=batch_size, hidden=hidden, **settings)
-        if int(depth) < 1:
-            raise ValueError(f"DeepChain: depth must be at least 1, got {depth!r}")
-        if segments is not None and not 1 <= int(segments) <= depth:
+        depth = whole_number(depth, "DeepChain", "depth", at_least=1)
+        if segments is not None and not 1 <= whole_number(segments, "DeepChain", "segments") <= depth:
             raise ValueError(f"DeepChain: segments must be None or from 1 to depth ({depth}), "
                              f"got {segments!r}")
         if segments is not None and not hasattr(self.module, "checkpoint"):
@@ -137,6 +139,8 @@ def step_peak(workload, i=0):
     """The traced peak of one forward and backward pass of batch ``i``, in
     bytes above what was traced when it began (the collector off; the
     parameters' gradients are cleared first, so they count)."""
+    expect(workload, Workload, "step_peak", "workload", "a Workload (DeepChain, ResidualStack, ...)")
+    expect(i, numbers.Integral, "step_peak", "i", "the index of a batch, a whole number")
     workload.cleargrads()
     with tracing(), collector(False):
         gc.collect()

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from dezero_mini.memory.probes import collector
 from dezero_mini.memory.refgraph import _attributes
+from dezero_mini.validation import expect_callable, whole_number
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,8 @@ def _traced_per_object(make, n):
 def object_footprint(make, n=2000):
     """The ``Footprint`` of the objects that ``make()`` returns (``n`` of them
     are made and kept at once, so that the allocator's per-object cost shows)."""
+    expect_callable(make, "object_footprint", "make", "a function that makes one object")
+    whole_number(n, "object_footprint", "n", at_least=1)
     sample = make()
     has_dict = hasattr(sample, "__dict__")
     size = sys.getsizeof(sample) + (sys.getsizeof(sample.__dict__) if has_dict else 0)

@@ -12,6 +12,8 @@ import gc
 import time
 from dataclasses import dataclass
 
+from dezero_mini.validation import describe, expect_each, whole_number
+
 # How a run treats the collector: on as users run, off, or on with every
 # object alive before the run frozen (``gc.freeze()``: left out of every
 # collection, as a program can do after building its model).
@@ -83,6 +85,12 @@ def time_runs(runs, repeats=3, clock=time.perf_counter):
     ``time.process_time``, the CPU time of this process, which other
     processes on a busy machine disturb much less (a single-threaded run
     spends its wall time on the CPU, or waiting for it)."""
+    runs = expect_each(runs, tuple, "time_runs", "runs", "a pair (function, mode)")
+    repeats = whole_number(repeats, "time_runs", "repeats", at_least=1)
+    for position, run in enumerate(runs):
+        if len(run) != 2 or not callable(run[0]):
+            raise TypeError(f"time_runs: runs[{position}] must be a pair (function, mode), "
+                            f"got {describe(run)}")
     for _, mode in runs:
         if mode not in COLLECTOR_MODES:
             raise ValueError(f"time_runs: mode must be one of {COLLECTOR_MODES}, got {mode!r}")

@@ -21,6 +21,7 @@ import weakref
 from dataclasses import dataclass
 
 from dezero_mini.memory.workload import grad_array
+from dezero_mini.validation import describe, expect_variable
 
 
 @dataclass(frozen=True)
@@ -77,6 +78,12 @@ def graph_gradients(root, held=()):
 
     Returns a :class:`GraphGradients`. Keeps no reference to the graph.
     """
+    expect_variable(root, "graph_gradients", "root")
+    if hasattr(held, "creator"):  # one Variable alone
+        held = [held]
+    elif not isinstance(held, (list, tuple, set, frozenset)):
+        raise TypeError("graph_gradients: held must be a list of the Variables you hold, "
+                        f"got {describe(held)}")
     held_ids = {id(v) for v in held}
     variables = {id(root): root}
     functions, no_edge = {}, 0

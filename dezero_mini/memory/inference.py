@@ -11,6 +11,7 @@ import numpy as np
 
 from dezero_mini.memory.probes import collector, tracing
 from dezero_mini.memory.stages import load_stage
+from dezero_mini.validation import whole_number
 
 
 OPS_PER_LAYER = 3  # matmul, add, sigmoid
@@ -45,6 +46,8 @@ def measure_inference(stage_or_module, *, no_grad=True, depth=8, width=256, batc
     about ``depth * OPS_PER_LAYER``.
     """
     module = load_stage(stage_or_module)
+    for name, size in (("depth", depth), ("width", width), ("batch", batch)):
+        whole_number(size, "measure_inference", name, at_least=1)
     rng = np.random.RandomState(seed)
     layers = [(module.Variable(rng.randn(width, width) / np.sqrt(width)), module.Variable(np.zeros(width)))
               for _ in range(depth)]

@@ -11,6 +11,9 @@ figure alive.
 import os
 import sys
 
+from dezero_mini.environment import import_matplotlib
+from dezero_mini.validation import expect_each
+
 MIB = 1024 * 1024
 
 # signal -> (panel title, y label, divisor)
@@ -33,8 +36,7 @@ def _pyplot():
 
     Inside IPython/Jupyter, or when a backend was chosen already (pyplot
     imported, MPLBACKEND set), the choice is left alone."""
-    import matplotlib
-
+    matplotlib = import_matplotlib()
     headless = sys.platform.startswith("linux") and not (
         os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
     chosen = "matplotlib.pyplot" in sys.modules or os.environ.get("MPLBACKEND")
@@ -50,7 +52,7 @@ def _as_list(items):
 
 
 def _colors(n):
-    import matplotlib
+    matplotlib = import_matplotlib()
 
     cycle = matplotlib.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
     return [cycle[k % len(cycle)] for k in range(n)]
@@ -64,8 +66,11 @@ def plot_training(records, signals=("live_objects", "traced_current", "rss"), ti
     ``recorder.SIGNALS``); a record that lacks a signal (RSS not recorded)
     is left out of that panel. Returns the matplotlib Figure.
     """
+    from dezero_mini.memory.recorder import TrainingRecord
+
+    records = expect_each(records, TrainingRecord, "plot_training", "records",
+                          "a TrainingRecord (what record_training returns)")
     plt = _pyplot()
-    records = _as_list(records)
     signals = _as_list(signals)
     unknown = [s for s in signals if s not in _SIGNALS]
     if unknown:
@@ -112,7 +117,10 @@ def plot_timeline(timelines, title=None):
     plt = _pyplot()
     from matplotlib.lines import Line2D
 
-    timelines = _as_list(timelines)
+    from dezero_mini.memory.timeline import Timeline
+
+    timelines = expect_each(timelines, Timeline, "plot_timeline", "timelines",
+                            "a Timeline (what record_step_timeline returns)")
     fig, ax = plt.subplots(figsize=(9.0, 4.2), constrained_layout=True)
     colors = _colors(len(timelines))
     for timeline, color in zip(timelines, colors):

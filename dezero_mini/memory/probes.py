@@ -9,6 +9,7 @@ import tracemalloc
 import warnings
 
 import numpy as np
+from dezero_mini.validation import expect_callable
 
 MIB = 1024 * 1024
 
@@ -188,6 +189,7 @@ def traced_left_by(call):
     """The bytes that ``call()`` allocated and had not freed when it returned,
     by tracemalloc, with the cyclic collector off: what the call leaves
     behind, such as the gradients that a backward pass stores."""
+    expect_callable(call, "traced_left_by", "call", "a function to call without arguments")
     with collector(False), tracing():
         before = tracemalloc.get_traced_memory()[0]
         call()

@@ -22,6 +22,7 @@ from dezero_mini.memory.counting import LiveObjectCounter, count_live_objects
 from dezero_mini.memory.probes import GcWatch, collector, kwargs_text, rss_reader, tracing, trim_heap
 from dezero_mini.memory.stages import load_stage, stage_label
 from dezero_mini.memory.workload import Workload
+from dezero_mini.validation import whole_number
 
 #: The per-batch signals of a TrainingRecord, in CSV column order.
 SIGNALS = (
@@ -37,6 +38,9 @@ SIGNALS = (
     "seconds",
 )
 _FLOAT_SIGNALS = {"loss", "seconds"}
+#: The bytes a record takes per batch: one 8-byte figure per signal (its arrays
+#: are allocated whole when the run starts, so a size that cannot fit fails at once).
+RECORD_BYTES_PER_BATCH = 8 * len(SIGNALS)
 
 
 
@@ -281,6 +285,7 @@ def record_training(stage_or_module, batches=200, *, gc_enabled=False, rss=True,
     its return value (objects freed) is ``record.final_collected``.
     """
     module = load_stage(stage_or_module)
+    batches = whole_number(batches, "record_training", "batches", at_least=1)
     if workload is None:
         workload = Workload(module, **workload_kwargs)
     elif workload_kwargs:

@@ -29,10 +29,12 @@ import types
 import uuid
 import weakref
 from collections import deque, namedtuple
+from collections.abc import Mapping
 from pathlib import Path
 
 from dezero_mini import atomic
 from dezero_mini.browser import in_browser, processes_unavailable
+from dezero_mini.validation import describe
 
 __all__ = [
     "Edge",
@@ -365,6 +367,9 @@ def reference_graph(names, watched=None, title=None, *, max_objects=150, highlig
 
     Building the graph neither runs nor needs the cyclic collector: it is
     paused during the call so that drawing does not free what it draws."""
+    if names is not None and not isinstance(names, Mapping):
+        raise TypeError(f"reference_graph: names must be a dict of names and values, such as "
+                        f"{{'x': x, 'y': y}} or globals(), got {describe(names)}")
     b = _Builder()
     try:
         for name, value in (names or {}).items():

@@ -16,6 +16,7 @@ import re
 import sys
 import types
 from pathlib import Path
+from dezero_mini.validation import expect_stage_module
 
 _STEP_FILE = re.compile(r"^step(\d\d)_(\w+)\.py$")
 
@@ -128,6 +129,7 @@ def load_stage(stage):
 
 def stage_label(module):
     """A short human label for a stage module, e.g. ``"stage 03 (weakref outputs)"``."""
+    expect_stage_module(module, "stage_label")
     stage = getattr(module, "STAGE", None)
     title = getattr(module, "STAGE_TITLE", None)
     if stage is None:

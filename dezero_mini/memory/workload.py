@@ -26,6 +26,7 @@ import contextlib
 import numpy as np
 
 from dezero_mini.memory.stages import load_stage
+from dezero_mini.validation import expect_variable, number, whole_number
 
 # The teacher is a fixed random tanh network of this width (not a parameter
 # of the workload: it defines the task, not the learner).
@@ -37,7 +38,9 @@ def grad_array(g):
     """The array of a gradient: an ndarray in the step modules, a Variable in
     dezero_mini. (Not ``getattr(g, "data", g)``: an ndarray has a ``.data``
     attribute too, its raw buffer as a memoryview.)"""
-    return g if isinstance(g, np.ndarray) else g.data
+    if isinstance(g, np.ndarray):
+        return g
+    return expect_variable(g, "grad_array", "g").data
 
 
 class Workload:
@@ -55,6 +58,11 @@ class Workload:
     def __init__(self, module, *, batch_size=256, in_features=32, hidden=32,
                  out_features=1, lr=0.1, seed=0, hidden_layers=2):
         module = load_stage(module)
+        for name, size in (("batch_size", batch_size), ("in_features", in_features),
+                           ("hidden", hidden), ("out_features", out_features)):
+            whole_number(size, type(self).__name__, name, at_least=1)
+        whole_number(hidden_layers, type(self).__name__, "hidden_layers", at_least=0)
+        number(lr, type(self).__name__, "lr", at_least=0)
         self.module = module
         self.batch_size = batch_size
         self.in_features = in_features
@@ -191,7 +199,7 @@ class ResidualStack(Workload):
 
     def __init__(self, module, *, depth=32, **settings):
         super().__init__(module, **settings)
-        self.depth = depth
+        self.depth = whole_number(depth, type(self).__name__, "depth", at_least=0)
         self.blocks = [self.module.Variable(np.zeros(self.hidden), name=f"block{k}")
                        for k in range(1, depth + 1)]
 
