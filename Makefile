@@ -49,7 +49,7 @@ help:
 	@echo "make test-torch  install PyTorch (a CPU build) into .venv and run the tests that need it"
 	@echo "make venv        only create/update the virtual environment .venv"
 	@echo "make dot         only check for Graphviz's 'dot' (installing it where possible)"
-	@echo "make chromium    only check for Chromium, which the site test opens the book in (installing it where possible)"
+	@echo "make chromium    only check for Chromium and chromedriver, which the site test opens the book in (installing them where possible)"
 	@echo "make gradescope-zip STAGE=N [WEIGHTS=file]  the autograder zip of stage N for Gradescope (build/gradescope)"
 	@echo "make clean       remove build/"
 	@echo "make distclean   remove build/ and .venv/"
@@ -117,23 +117,26 @@ dot:
 	echo "      system's package manager (e.g. sudo dnf install graphviz), then run make again." >&2; \
 	exit 1
 
-# Chromium: tests/test_site.py opens every page of the built book in it (driven over
-# its DevTools pipe by tools/chromium_pipe.py, with the standard library). Installed
-# here when that needs no questions (root with apt-get); where it cannot be, make goes
-# on and the browser checks are skipped with one line that says why.
+# Chromium and its chromedriver: tests/test_site.py opens every page of the built book
+# in them (driven by Selenium: tools/site_browser.py). Installed here when that needs no
+# questions (root with apt-get); where they cannot be, make goes on and the browser
+# checks are skipped with one line that says why.
 CHROMIUM_NAMES := chromium chromium-browser google-chrome google-chrome-stable
 chromium:
-	@for name in $(CHROMIUM_NAMES); do command -v $$name >/dev/null 2>&1 && exit 0; done; \
-	if [ -n "$$DEZERO_MINI_CHROMIUM" ]; then exit 0; fi; \
+	@browser=; for name in $(CHROMIUM_NAMES); do command -v $$name >/dev/null 2>&1 && browser=$$name && break; done; \
+	[ -n "$$DEZERO_MINI_CHROMIUM" ] && browser=$$DEZERO_MINI_CHROMIUM; \
+	driver=$$(command -v chromedriver || ls /usr/lib/chromium/chromedriver 2>/dev/null); \
+	[ -n "$$DEZERO_MINI_CHROMEDRIVER" ] && driver=$$DEZERO_MINI_CHROMEDRIVER; \
+	if [ -n "$$browser" ] && [ -n "$$driver" ]; then exit 0; fi; \
 	if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-	  echo "Chromium is missing: installing the chromium package with apt-get (for the site test)"; \
+	  echo "Chromium or chromedriver is missing: installing chromium and chromium-driver with apt-get (for the site test)"; \
 	  DEBIAN_FRONTEND=noninteractive apt-get update -q || echo "make: apt-get update failed; trying the install anyway" >&2; \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium || \
-	    echo "make: apt-get could not install chromium; the site test will skip its browser checks" >&2; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver || \
+	    echo "make: apt-get could not install chromium chromium-driver; the site test will skip its browser checks" >&2; \
 	  exit 0; \
 	fi; \
-	echo "make: no Chromium, so the site test will skip its browser checks. To run them:" >&2; \
-	echo "      sudo apt-get install chromium   (or set DEZERO_MINI_CHROMIUM to a Chromium or Chrome)" >&2
+	echo "make: no Chromium with chromedriver, so the site test will skip its browser checks. To run them:" >&2; \
+	echo "      sudo apt-get install chromium chromium-driver   (or set DEZERO_MINI_CHROMIUM and DEZERO_MINI_CHROMEDRIVER)" >&2
 
 # Each notebook's run is kept in build/executed/ and reused, after checks, by the
 # other command (tools/notebook_cache.py): `make test` then `make book` runs each once.

@@ -262,12 +262,12 @@ def chromium_page(built_preview):
     off the local server (Pyodide's CDN) is answered with an empty 200 when
     ``cdn_up``, else refused: the network is never used. Returns (page, base URL,
     the URLs asked for off the server)."""
-    from chromium_pipe import Chromium, REFUSE, Reply, find_chromium
+    from site_browser import REFUSE, Browser, Reply, find_chromium
 
     chromium, why = find_chromium()
     if chromium is None:
         pytest.skip(why)
-    with check_site.serve(built_preview) as url, Chromium(chromium, extra_args=("--disable-gpu",)) as browser:
+    with check_site.serve(built_preview) as url, Browser(chromium) as browser:
 
         def open_page(cdn_up):
             asked = []
