@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from dezero_mini.machine import describe
+
 # The modules of DeZero that its programs import, each stood in for by
 # dezero_mini's module of the same name (the package itself for ``dezero``).
 DEZERO_MODULES = ("core", "core_simple", "functions", "functions_conv", "layers", "models",
@@ -80,6 +82,7 @@ def main(argv=None):
     parser.add_argument("--timeout", type=float, default=300.0,
                         help="seconds a program may run (default 300)")
     args = parser.parse_args(argv)
+    print(describe())  # where and when these figures were measured
     if args.timeout <= 0 or args.timeout > 86400:
         parser.error(f"--timeout {args.timeout}: give seconds between 0 and 86400")
     programs = step_programs(args.repository, args.first, args.last)
