@@ -41,7 +41,7 @@ help:
 	@echo "make test-deep   every notebook run again, hypothesis' deep profile (10x the examples),"
 	@echo "                 the soak of benchmarks/soak.py; tests/test_vs_torch.py runs when PyTorch is installed"
 	@echo "make lab         set up .venv with JupyterLab (and ipywidgets, memray, objgraph), open notebooks/"
-	@echo "make lite        build the in-browser preview (JupyterLite) into build/lite; before make book, which links it"
+	@echo "make lite        build the in-browser preview (JupyterLite) into build/lite; the book's pages link it"
 	@echo "make test-pythons  run the notebook and contract tests on every supported Python found (.venvs/)"
 	@echo "make notebooks   execute every notebook and report how long each took"
 	@echo "make student-edition UPTO=N   the course up to stage N for a lab's students (build/student-edition-NN)"
@@ -167,14 +167,16 @@ $(LAB_STAMP): $(BOOK_STAMP)
 	@touch "$(LAB_STAMP)"
 
 # Jupyter refuses to start as root unless told to (a container, a lab machine's admin
-# account): pass --allow-root there, and only there.
+# account): pass --allow-root there, and only there. answer_yes: one Ctrl-C stops the
+# server (by default it asks "Shut down this Jupyter server?" and needs a second one).
 lab: dot $(LAB_STAMP)
-	$(VENV)/bin/jupyter lab $$([ "$$(id -u)" = 0 ] && echo --allow-root) notebooks/
+	$(VENV)/bin/jupyter lab --ServerApp.answer_yes=True $$([ "$$(id -u)" = 0 ] && echo --allow-root) notebooks/
 
 # The in-browser preview: a JupyterLite site with the notebooks, the step files and the
 # course's wheel, whose Pyodide kernel, NumPy and Matplotlib come from Pyodide's CDN when
 # a reader opens it (tools/build_lite.py). Its tools live in a venv of their own, pinned:
-# they are needed only here. Run it before `make book`, whose lesson pages then link it.
+# they are needed only here. Before or after `make book`: the lesson pages get its button
+# either way.
 LITE_VENV  := .venv-lite
 LITE_STAMP := $(LITE_VENV)/.installed-lite
 LITE_TOOLS := "jupyterlite-core[contents]==0.8.6" "jupyterlite-pyodide-kernel==0.8.6"

@@ -17,8 +17,9 @@ the reader's browser tab. It holds:
 
 NumPy and Matplotlib are not in it: the install cell loads them from Pyodide's CDN at
 run time, as the kernel itself, so the preview needs the network. When the book has
-been built (build/book/html), the site is copied into its ``lite/`` folder, where the
-lesson pages' "Run in your browser" buttons point (``make book`` copies it too).
+been built (build/book/html), the site is copied into its ``lite/`` folder and the
+lesson pages get their "Run in your browser" button (``make book`` copies it too, and
+shows the button from the start when the preview is built first).
 
 Prints the site's size and the build's time. Needs jupyterlite-core and
 jupyterlite-pyodide-kernel (``make lite`` installs them in .venv-lite).
@@ -36,7 +37,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import colab_cell  # noqa: E402  (tools/colab_cell.py; needs the line above)
-from launch_buttons import LITE_BUILD, LITE_FOLDER, NOTEBOOKS_FOLDER, ROOT, START_PAGE  # noqa: E402
+from launch_buttons import (LITE_BUILD, LITE_FOLDER, NOTEBOOKS_FOLDER, ROOT, START_PAGE,  # noqa: E402
+                            fill_preview_buttons)
 
 #: ``jupyter lite build`` options: no source maps and only the apps used, for a small site.
 LITE_BUILD_OPTIONS = ("--no-sourcemaps", "--no-unused-shared-packages",
@@ -167,7 +169,8 @@ def build(root: Path = ROOT) -> Path:
     book = root / "build" / "book" / "html"
     if (book / "index.html").is_file():
         shutil.copytree(output, book / LITE_FOLDER, dirs_exist_ok=True)
-        print(f"Copied into the book: {book / LITE_FOLDER}")
+        pages = fill_preview_buttons(book)  # a book built before the preview: its buttons now
+        print(f"Copied into the book: {book / LITE_FOLDER} (the button added to {pages} pages)")
     shutil.rmtree(staging)
     return output
 
