@@ -365,3 +365,20 @@ def test_every_lesson_carries_the_install_cell_as_the_tool_writes_it():
     lesson lacks the cell or carries an old one)."""
     lessons = sorted(str(path) for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     assert colab_cell.main(["--check", *lessons]) == 0
+
+
+@pytest.mark.parametrize("message, shown", [
+    ("install libarchive-c for better performance when working with archives: No module named 'libarchive'", False),
+    ("[lite] [translation] install `jupyterlab_server` to load translations: No module named 'jupyterlab_server'",
+     False),
+    ("[lite] [contents] a notebook could not be read", True),  # any other warning still shows
+], ids=["libarchive", "translations", "other"])
+def test_the_previews_harmless_warnings_are_not_shown(message, shown):
+    import sys
+
+    import build_lite
+
+    code = f"import warnings; warnings.warn({message!r}, UserWarning)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={"PYTHONWARNINGS": ",".join(build_lite.QUIET_WARNINGS)})
+    assert (message in done.stderr) is shown, done.stderr

@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -85,8 +86,15 @@ class LiteError(RuntimeError):
     """The preview cannot be built; the message says why."""
 
 
+# Two notes of jupyterlite-core that look like failures and are none: an optional faster
+# archive library (libarchive-c), and translations, which the preview does not ship.
+QUIET_WARNINGS = ("ignore:install libarchive-c:UserWarning",
+                  "ignore:[lite] [translation] install `jupyterlab_server`:UserWarning")
+
+
 def _run(command: list[str], cwd: Path, what: str) -> None:
-    result = subprocess.run(command, cwd=cwd)
+    filters = ",".join(filter(None, (os.environ.get("PYTHONWARNINGS"), *QUIET_WARNINGS)))
+    result = subprocess.run(command, cwd=cwd, env={**os.environ, "PYTHONWARNINGS": filters})
     if result.returncode != 0:
         raise LiteError(f"{what} failed (exit status {result.returncode}): {' '.join(command)}")
 

@@ -26,7 +26,9 @@ build), there is no Binder or Colab button.
 """
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
@@ -155,14 +157,22 @@ _MARKER = re.compile(r"<!-- preview-button ([0-9A-Za-z_.-]+) -->")
 def fill_preview_buttons(html_dir: Path) -> int:
     """Put the preview's button where the book's pages left its marker (``make lite`` after
     ``make book``); return how many pages changed. Each page is rewritten whole or not at all."""
-    from dezero_mini import atomic
-
     changed = 0
     for page in sorted(Path(html_dir).glob("*.html")):
         text = page.read_text(encoding="utf-8")
         filled = _MARKER.sub(lambda found: preview_button(found.group(1)), text)
         if filled != text:
-            atomic.write_text(page, filled)
+            # A temporary file renamed over the page, as dezero_mini.atomic does: make lite runs
+            # in .venv-lite, which has neither the course nor NumPy to import it from.
+            handle, temporary = tempfile.mkstemp(dir=page.parent, prefix=f".{page.name}.", suffix=".tmp")
+            try:
+                with os.fdopen(handle, "w", encoding="utf-8") as out:
+                    out.write(filled)
+                os.chmod(temporary, page.stat().st_mode & 0o777)
+                os.replace(temporary, page)
+            except BaseException:
+                Path(temporary).unlink(missing_ok=True)
+                raise
             changed += 1
     return changed
 
