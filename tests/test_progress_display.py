@@ -39,3 +39,15 @@ def test_the_progress_summary_agrees_with_its_count(files, done, expected):
     items = [SimpleNamespace(file="f.py" if index < files else None, done=index < done)
              for index in range(3)]
     assert progress_summary(items) == expected
+
+
+def test_check_hears_each_step_as_it_starts():
+    """The cue of check's bar: loading the file, then every contract of the stage in order."""
+    from dezero_mini.contracts import contracts_at
+    from dezero_mini.contracts.runner import check_file
+    from dezero_mini.memory.stages import stage_path
+
+    heard = []
+    report = check_file(3, stage_path(3), allow_reference=True, batches=20, on_step=heard.append)
+    assert report.status == "passed"
+    assert heard == ["loading the file", *(contract.name for contract in contracts_at(3))]
