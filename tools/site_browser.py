@@ -266,6 +266,8 @@ class Page:
         self._driver = driver = browser.driver
         self._heard: list[str] = []
         self._handler = None
+        # The tab's BiDi context, read once: a classic command would wait for a navigation.
+        self._context = driver.current_window_handle
         self.closed = False
         driver.get_log("browser")  # what an earlier page left is not this one's
         if browser._size != (width, height):
@@ -309,24 +311,29 @@ class Page:
         from selenium.common.exceptions import WebDriverException
 
         try:
-            self._driver.browsing_context.navigate(context=self._driver.current_window_handle,
+            self._driver.browsing_context.navigate(context=self._context,
                                                    url=url, wait="complete")
         except WebDriverException as exc:
             raise BrowserError(f"could not open {url}: {_first_line(exc)}") from None
 
     def evaluate(self, expression: str, *, timeout: float | None = None, what: str | None = None):
         """The value (as JSON) of a JavaScript expression in the page; a promise is awaited.
-        PageError with the page's message when it throws."""
-        from selenium.common.exceptions import JavascriptException, TimeoutException, WebDriverException
+        PageError with the page's message when it throws, or when the page is between two
+        documents. Through WebDriver BiDi, as navigation: a classic command would wait for a
+        navigation under way, whose intercepted requests wait for chromedriver in turn."""
+        from selenium.common.exceptions import WebDriverException
 
+        wrapped = f"(async () => JSON.stringify(await ({expression})))()"
         try:
-            return self._driver.execute_script(f"return ({expression});")
-        except JavascriptException as exc:
-            raise PageError(f"{_short(expression)} threw in the page: {_first_line(exc)}") from None
-        except TimeoutException:
-            raise BrowserTimeout(f"timed out waiting for {what or _short(expression)}") from None
+            raw = self._driver.script.evaluate(expression=wrapped, await_promise=True,
+                                               target={"context": self._context})
         except WebDriverException as exc:
-            raise BrowserError(f"the page could not evaluate {_short(expression)}: {_first_line(exc)}") from None
+            raise PageError(f"the page could not evaluate {_short(expression)}: {_first_line(exc)}") from None
+        if raw.get("type") == "exception":
+            details = raw.get("exceptionDetails", {})
+            raise PageError(f"{_short(expression)} threw in the page: {details.get('text', '(no message)')}")
+        value = raw.get("result", {})
+        return json.loads(value["value"]) if value.get("type") == "string" else None
 
     def wait_for(self, expression: str, *, timeout: float | None = None, what: str | None = None,
                  every: float = 0.05):
@@ -350,7 +357,8 @@ class Page:
     @property
     def url(self) -> str:
         """The address the page shows now."""
-        return self._driver.current_url
+        tree = self._driver.browsing_context.get_tree(root=self._context, max_depth=0)
+        return tree[0].url if tree else ""
 
     def type(self, text: str) -> None:
         """Type ``text`` into the focused element, a key down and up per character."""
