@@ -13,9 +13,9 @@ Why Selenium and not Playwright: Selenium with Debian's chromium-driver adds
 44 MiB to a virtual environment, Playwright 167 MiB (its own Node.js), and
 the test environment may not grow past 450 MB.
 
-How: pages are opened with WebDriver BiDi's browsingContext.navigate (a
-classic navigation would hold chromedriver while an intercepted request
-waits for its answer); what the page logged is read with chromedriver's
+How: pages are opened and evaluated with WebDriver BiDi (browsingContext.navigate,
+script.evaluate): a classic command would hold chromedriver while an intercepted
+request waits for its answer; what the page logged is read with chromedriver's
 ``get_log("browser")``, which holds every entry logged before the command
 that asks for it, so nothing depends on when an event arrives.
 
