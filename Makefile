@@ -41,7 +41,7 @@ help:
 	@echo "make test-deep   every notebook run again, hypothesis' deep profile (10x the examples),"
 	@echo "                 the soak of benchmarks/soak.py; tests/test_vs_torch.py runs when PyTorch is installed"
 	@echo "make lab         set up .venv with JupyterLab (and ipywidgets, memray, objgraph), open notebooks/"
-	@echo "make lite        build the in-browser preview (JupyterLite) into build/lite; before make book, which links it"
+	@echo "make lite        build the in-browser preview (JupyterLite) into build/lite; the book's pages link it"
 	@echo "make test-pythons  run the notebook and contract tests on every supported Python found (.venvs/)"
 	@echo "make notebooks   execute every notebook and report how long each took"
 	@echo "make student-edition UPTO=N   the course up to stage N for a lab's students (build/student-edition-NN)"
@@ -49,7 +49,7 @@ help:
 	@echo "make test-torch  install PyTorch (a CPU build) into .venv and run the tests that need it"
 	@echo "make venv        only create/update the virtual environment .venv"
 	@echo "make dot         only check for Graphviz's 'dot' (installing it where possible)"
-	@echo "make chromium    only check for Chromium, which the site test opens the book in (installing it where possible)"
+	@echo "make chromium    only check for Chromium and chromedriver, which the site test opens the book in (installing them where possible)"
 	@echo "make bwrap       only check for bubblewrap, the checker's sandbox (installing it where possible)"
 	@echo "make gradescope-zip STAGE=N [WEIGHTS=file]  the autograder zip of stage N for Gradescope (build/gradescope)"
 	@echo "make clean       remove build/"
@@ -118,23 +118,26 @@ dot:
 	echo "      system's package manager (e.g. sudo dnf install graphviz), then run make again." >&2; \
 	exit 1
 
-# Chromium: tests/test_site.py opens every page of the built book in it (driven over
-# its DevTools pipe by tools/chromium_pipe.py, with the standard library). Installed
-# here when that needs no questions (root with apt-get); where it cannot be, make goes
-# on and the browser checks are skipped with one line that says why.
+# Chromium and its chromedriver: tests/test_site.py opens every page of the built book
+# in them (driven by Selenium: tools/site_browser.py). Installed here when that needs no
+# questions (root with apt-get); where they cannot be, make goes on and the browser
+# checks are skipped with one line that says why.
 CHROMIUM_NAMES := chromium chromium-browser google-chrome google-chrome-stable
 chromium:
-	@for name in $(CHROMIUM_NAMES); do command -v $$name >/dev/null 2>&1 && exit 0; done; \
-	if [ -n "$$DEZERO_MINI_CHROMIUM" ]; then exit 0; fi; \
+	@browser=; for name in $(CHROMIUM_NAMES); do command -v $$name >/dev/null 2>&1 && browser=$$name && break; done; \
+	[ -n "$$DEZERO_MINI_CHROMIUM" ] && browser=$$DEZERO_MINI_CHROMIUM; \
+	driver=$$(command -v chromedriver || ls /usr/lib/chromium/chromedriver 2>/dev/null); \
+	[ -n "$$DEZERO_MINI_CHROMEDRIVER" ] && driver=$$DEZERO_MINI_CHROMEDRIVER; \
+	if [ -n "$$browser" ] && [ -n "$$driver" ]; then exit 0; fi; \
 	if command -v apt-get >/dev/null 2>&1 && [ "$$(id -u)" = 0 ]; then \
-	  echo "Chromium is missing: installing the chromium package with apt-get (for the site test)"; \
+	  echo "Chromium or chromedriver is missing: installing chromium and chromium-driver with apt-get (for the site test)"; \
 	  DEBIAN_FRONTEND=noninteractive apt-get update -q || echo "make: apt-get update failed; trying the install anyway" >&2; \
-	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium || \
-	    echo "make: apt-get could not install chromium; the site test will skip its browser checks" >&2; \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver || \
+	    echo "make: apt-get could not install chromium chromium-driver; the site test will skip its browser checks" >&2; \
 	  exit 0; \
 	fi; \
-	echo "make: no Chromium, so the site test will skip its browser checks. To run them:" >&2; \
-	echo "      sudo apt-get install chromium   (or set DEZERO_MINI_CHROMIUM to a Chromium or Chrome)" >&2
+	echo "make: no Chromium with chromedriver, so the site test will skip its browser checks. To run them:" >&2; \
+	echo "      sudo apt-get install chromium chromium-driver   (or set DEZERO_MINI_CHROMIUM and DEZERO_MINI_CHROMEDRIVER)" >&2
 
 # bubblewrap (bwrap): `check`, `grade` and the Gradescope autograder run each submission
 # in its sandbox (docs/classroom.md says what it isolates). Installed here when that
@@ -182,14 +185,16 @@ $(LAB_STAMP): $(BOOK_STAMP)
 	@touch "$(LAB_STAMP)"
 
 # Jupyter refuses to start as root unless told to (a container, a lab machine's admin
-# account): pass --allow-root there, and only there.
+# account): pass --allow-root there, and only there. answer_yes: one Ctrl-C stops the
+# server (by default it asks "Shut down this Jupyter server?" and needs a second one).
 lab: dot $(LAB_STAMP)
-	$(VENV)/bin/jupyter lab $$([ "$$(id -u)" = 0 ] && echo --allow-root) notebooks/
+	$(VENV)/bin/jupyter lab --ServerApp.answer_yes=True $$([ "$$(id -u)" = 0 ] && echo --allow-root) notebooks/
 
 # The in-browser preview: a JupyterLite site with the notebooks, the step files and the
 # course's wheel, whose Pyodide kernel, NumPy and Matplotlib come from Pyodide's CDN when
 # a reader opens it (tools/build_lite.py). Its tools live in a venv of their own, pinned:
-# they are needed only here. Run it before `make book`, whose lesson pages then link it.
+# they are needed only here. Before or after `make book`: the lesson pages get its button
+# either way.
 LITE_VENV  := .venv-lite
 LITE_STAMP := $(LITE_VENV)/.installed-lite
 LITE_TOOLS := "jupyterlite-core[contents]==0.8.6" "jupyterlite-pyodide-kernel==0.8.6"

@@ -55,6 +55,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 import dezero_mini as dz  # noqa: E402
 import dezero_mini.functions as F  # noqa: E402
 from dezero_mini.memory import time_runs  # noqa: E402
+from dezero_mini.machine import describe  # noqa: E402
 
 try:
     import torch
@@ -299,10 +300,10 @@ def main(argv=None):
     parser.add_argument("--quick", action="store_true", help="fewer repeats")
     parser.add_argument("--sizes", type=int, nargs="+", help="ops per graph (default 1000 10000 40000 100000)")
     args = parser.parse_args(argv)
+    print(describe())  # where and when these figures were measured
     repeats = 5 if args.quick else 31
 
-    print(f"python {sys.version.split()[0]}, numpy {np.__version__}, "
-          f"torch {torch.__version__ if torch else 'not installed'} (1 thread)")
+    print("PyTorch runs on 1 thread" if torch else "PyTorch is not installed: dezero_mini's figures only")
     if torch is not None:
         check_same_gradients()
 

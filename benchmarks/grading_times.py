@@ -33,6 +33,7 @@ from dezero_mini.memory.stages import stage_path
 # stage 03, and stage 02 as it is): the course's own stage-03 file is refused.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 import submissions  # noqa: E402  (tests/submissions.py)
+from dezero_mini.machine import describe  # noqa: E402
 
 CLASS_SIZE = 200
 
@@ -55,6 +56,7 @@ def main():
     parser.add_argument("--students", type=int, default=6)
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args()
+    print(describe())  # where and when these figures were measured
     python = [sys.executable, "-m", "dezero_mini"]
     print(f"{os.cpu_count()} processors, load average {os.getloadavg()[0]:.1f} at the start")
     cpu_per_stage = {}

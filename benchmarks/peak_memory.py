@@ -43,6 +43,7 @@ import os
 import statistics
 import subprocess
 import sys
+from dezero_mini.machine import describe
 
 # One BLAS thread for both frameworks: the comparison is of memory, and thread
 # pools allocate per-thread buffers of their own. Read when numpy loads.
@@ -199,6 +200,7 @@ def main():
     parser.add_argument("--child", nargs=2, metavar=("FRAMEWORK", "MODE"),
                         help=argparse.SUPPRESS)
     args = parser.parse_args()
+    print(describe())  # where and when these figures were measured
     if args.child:
         return run_child(*args.child)
     if not os.path.exists("/proc/self/clear_refs"):

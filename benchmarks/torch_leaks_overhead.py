@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import psutil
+from dezero_mini.machine import describe
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "examples" / "pytorch" / "total_loss.py"
@@ -43,6 +44,7 @@ def main():
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
+    print(describe())  # where and when these figures were measured
     import torch  # noqa: F401  (imported before timing: its import is not a step)
 
     process = psutil.Process()

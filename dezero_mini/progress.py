@@ -68,3 +68,17 @@ class ProgressLine:
         self.stream.flush()
         self._drawn_width = len(text)
         self._last_draw = time.monotonic()
+
+
+def progress_bar(total, what, *, quiet=False, stream=None, unit="it"):
+    """A tqdm bar of ``total`` steps named ``what`` on ``stream`` (standard error by
+    default), drawn only when that stream is a terminal and not ``quiet`` (``--json``):
+    in a pipe, a file or a CI log it draws nothing, and its ``write`` prints plain lines.
+    Use it as a context manager; ``update(1)`` per step, ``set_postfix_str`` for the step
+    under way."""
+    from tqdm import tqdm
+
+    stream = sys.stderr if stream is None else stream
+    isatty = getattr(stream, "isatty", None)
+    return tqdm(total=total, desc=what, file=stream, unit=unit, leave=False, dynamic_ncols=True,
+                disable=quiet or not (isatty and isatty()))

@@ -23,7 +23,7 @@ if str(STEPS) not in sys.path:
 
 TOOLS = ROOT / "tools"
 if str(TOOLS) not in sys.path:
-    # The course's tools (check_site, chromium_pipe, student_edition, ...) are
+    # The course's tools (check_site, site_browser, student_edition, ...) are
     # scripts, not a package: their tests import them from here.
     sys.path.insert(0, str(TOOLS))
 

@@ -189,8 +189,7 @@ def test_bytes_note_is_not_printed_on_cpython(monkeypatch, capsys):
 @pytest.mark.slow  # starts a browser: make test-quick leaves it out
 @pytest.mark.parametrize("cdn_up", [True, False], ids=["cdn-answers", "no-internet"])
 def test_wasm_html_draws_or_says_it_needs_internet_in_chromium(cdn_up):
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools"))
-    from chromium_pipe import Chromium, REFUSE, Reply, find_chromium
+    from site_browser import REFUSE, Browser, Reply, find_chromium
 
     chromium, why = find_chromium()
     if chromium is None:
@@ -209,7 +208,7 @@ def test_wasm_html_draws_or_says_it_needs_internet_in_chromium(cdn_up):
                                             "Access-Control-Allow-Origin": "*"})
         return REFUSE
 
-    with Chromium(chromium) as browser:
+    with Browser(chromium) as browser:
         page = browser.new_page(intercept=answer)
         page.goto("https://course.test/page.html")
         if cdn_up:

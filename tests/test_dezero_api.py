@@ -1,5 +1,5 @@
 """DeZero's public API in dezero_mini: each name DeZero has is here with
-DeZero's signature, or is a row of the README's table "DeZero's API and
+DeZero's signature, or is a row of docs/differences.md's table "DeZero's API and
 dezero_mini" that says why not; and each name added for DeZero does what
 DeZero's does (gradient checks for the functions)."""
 import inspect
@@ -15,7 +15,7 @@ import dezero_mini.layers as L
 from dezero_mini import Variable, cuda, models, optimizers, utils
 from dezero_mini.utils import gradient_check
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+DIFFERENCES = Path(__file__).resolve().parents[1] / "docs" / "differences.md"
 
 # DeZero's signatures (its final release), as written in its source. A name
 # whose signature dezero_mini shares is checked to have exactly these
@@ -114,7 +114,7 @@ DEZERO_SIGNATURES = {
     },
 }
 
-# DeZero's names that dezero_mini leaves out; each is a row of the README table.
+# DeZero's names that dezero_mini leaves out; each is a row of the table in docs/differences.md.
 NOT_INCLUDED = {
     "models": ["VGG16", "ResNet", "SqueezeNet"],
     "utils": ["show_progress", "cache_dir"],
@@ -169,9 +169,9 @@ def test_dezero_name_exists_with_dezeros_signature(module, name, text):
 
 
 def _readme_section():
-    text = README.read_text(encoding="utf-8")
-    match = re.search(r"^## DeZero's API and dezero_mini\n(.*?)(?=^## )", text, re.M | re.S)
-    assert match, "README.md has no section \"DeZero's API and dezero_mini\""
+    text = DIFFERENCES.read_text(encoding="utf-8")
+    match = re.search(r"^## DeZero's API and dezero_mini\n(.*?)(?=^## |\Z)", text, re.M | re.S)
+    assert match, "docs/differences.md has no section \"DeZero's API and dezero_mini\""
     return match.group(1)
 
 
@@ -180,7 +180,7 @@ def test_each_name_left_out_is_absent_and_a_row_of_the_readme_table(module, name
     assert not hasattr(MODULES[module], name), f"{module}.{name} exists: move it to DEZERO_SIGNATURES"
     rows = [line for line in _readme_section().splitlines() if line.startswith("|")]
     assert any(f"`{name}" in row or f".{name}`" in row or f", {name}" in row
-               or f"{name}," in row for row in rows), f"no README row for {module}.{name}"
+               or f"{name}," in row for row in rows), f"no row in docs/differences.md for {module}.{name}"
 
 
 def test_readme_table_says_what_why_for_every_row():
@@ -482,7 +482,7 @@ def test_normalize_takes_one_value_per_channel_like_dezero():
 
 def test_sum_to_refuses_a_shape_that_reduction_cannot_reach():
     # DeZero returns something for sum_to((2, 3) -> (2,)); here it is an error
-    # (a row of the README table).
+    # (a row of the table in docs/differences.md).
     with pytest.raises(ValueError):
         F.sum_to(np.ones((2, 3)), (2,))
 

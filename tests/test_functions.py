@@ -939,7 +939,7 @@ def test_every_error_of_a_function_names_it(call, error, pattern):
     assert info.value.__cause__ is not None, "the original error must not be lost"
 
 
-# --- differences from PyTorch, on purpose (README: "Differences from PyTorch and DeZero") --------
+# --- differences from PyTorch, on purpose (docs/differences.md: "Differences from PyTorch and DeZero") --------
 def test_every_tied_maximum_gets_the_whole_gradient():
     """PyTorch's max() without dim splits the gradient among ties (0.5 each
     here) and max(dim) gives it to one of them; dezero_mini, like DeZero,
@@ -962,7 +962,7 @@ def test_backward_of_a_non_scalar_seeds_with_ones():
 
 
 def test_a_numpy_scalar_keeps_its_dtype_as_in_numpy_a_python_number_does_not():
-    """README, differences: ``float32 * np.float64(2)`` is float64 (NumPy,
+    """docs/differences.md: ``float32 * np.float64(2)`` is float64 (NumPy,
     NEP 50; PyTorch keeps float32), ``float32 * 2.0`` float32, and the
     gradient of x keeps x's dtype either way."""
     for scalar, dtype in ((np.float64(2), np.float64), (2.0, np.float32), (np.float32(2), np.float32)):

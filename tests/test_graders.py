@@ -9,7 +9,7 @@
 * nbgrader's ``autograde`` and Otter-Grader's runner on real submissions,
   each skipped with a reason when the grader is not installed
   (``make test-graders`` installs them);
-* ``make lab`` as root passes ``--allow-root`` to Jupyter.
+* ``make lab`` as root passes ``--allow-root`` to Jupyter; one Ctrl-C stops it (``answer_yes``).
 """
 import importlib.util
 import json
@@ -220,6 +220,7 @@ def test_make_lab_passes_allow_root_only_to_root(tmp_path):
     arguments = said.read_text().split()
     assert arguments[0] == "lab" and arguments[-1] == "notebooks/"
     assert ("--allow-root" in arguments) == (os.geteuid() == 0)
+    assert "--ServerApp.answer_yes=True" in arguments  # one Ctrl-C stops it, without a question
 
 
 # --- nbgrader ------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ notebooks (tools/colab_cell.py) and the in-browser preview (`make lite`,
 tools/build_lite.py; its build and its page in Chromium run when their tools are here)."""
 import ast
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -96,7 +97,7 @@ def test_build_book_adds_the_buttons_to_a_lesson_chapter(tmp_path):
     page = add(SAMPLE_CHAPTER, "01_leaking_graph")
     title, rest = page.split("\n", 1)
     assert title == "# 01 The leaking graph"  # the buttons come under the title
-    hrefs = [line.split('href="')[1].split('"')[0] for line in rest.splitlines() if 'href="' in line]
+    hrefs = re.findall(r'href="([^"]+)"', rest)
     assert hrefs == [
         "https://mybinder.org/v2/gh/ada/dezero-course/main?labpath=notebooks%2F01_leaking_graph.ipynb",
         "https://colab.research.google.com/github/ada/dezero-course/blob/main/notebooks/01_leaking_graph.ipynb",
@@ -109,12 +110,48 @@ def test_build_book_adds_the_buttons_to_a_lesson_chapter(tmp_path):
     assert add(page, "01_leaking_graph") == page  # adding twice changes nothing
 
 
-def test_without_a_repository_or_preview_the_buttons_say_how(tmp_path):
-    write_config(tmp_path, None)
+@pytest.mark.parametrize("url, preview, buttons", [
+    (None, False, []),
+    (None, True, ["Run in your browser"]),
+    ("https://github.com/ada/dezero-course", False, ["Open in Binder", "Open in Colab"]),
+    ("https://github.com/ada/dezero-course", True, ["Open in Binder", "Open in Colab", "Run in your browser"]),
+], ids=["local-build", "local-with-preview", "repository", "repository-with-preview"])
+def test_only_the_buttons_that_work_are_shown(tmp_path, url, preview, buttons):
+    write_config(tmp_path, url)
+    if preview:
+        (tmp_path / "build" / "lite").mkdir(parents=True)
+        (tmp_path / "build" / "lite" / "start.html").write_text("<html></html>")
     page = build_book.launch_buttons_adder(tmp_path)(SAMPLE_CHAPTER, "01_leaking_graph")
-    assert "href=" not in page  # nothing that points nowhere
-    assert page.count("git-repository-url") == 2 and "make lite" in page
+    assert re.findall(r'class="launch-button"[^>]*>([^<]+) <small>', page) == buttons
+    assert "git-repository-url" not in page and "make lite" not in page  # nothing for maintainers
+    assert (launch_buttons.preview_marker("01_leaking_graph") in page) is not preview
     assert BYTES_NOTE in page
+
+
+@pytest.mark.parametrize("url", [None, "https://github.com/ada/dezero-course"], ids=["local", "repository"])
+def test_make_lite_after_make_book_gives_the_pages_of_the_other_order(tmp_path, url):
+    """make book, then make lite (fill_preview_buttons on the built pages), gives the
+    page that make lite, then make book gives; a page without a marker is left alone."""
+    write_config(tmp_path, url)
+    book_first = build_book.launch_buttons_adder(tmp_path)(SAMPLE_CHAPTER, "01_leaking_graph")
+    (tmp_path / "build" / "lite").mkdir(parents=True)
+    (tmp_path / "build" / "lite" / "start.html").write_text("<html></html>")
+    lite_first = build_book.launch_buttons_adder(tmp_path)(SAMPLE_CHAPTER, "01_leaking_graph")
+    html = tmp_path / "html"
+    html.mkdir()
+    (html / "01_leaking_graph.html").write_text(book_first)
+    (html / "index.html").write_text("<p>no lesson here</p>")
+    assert launch_buttons.fill_preview_buttons(html) == 1
+    assert (html / "01_leaking_graph.html").read_text() == lite_first
+    assert (html / "index.html").read_text() == "<p>no lesson here</p>"
+    assert launch_buttons.fill_preview_buttons(html) == 0  # done once: nothing left to fill
+
+
+def test_a_block_without_buttons_is_empty_for_css(tmp_path):
+    block = launch_buttons.launch_block("01_x", None, False, BYTES_NOTE)
+    inside = re.search(r'<div class="launch-buttons">(.*?)</div>', block).group(1)
+    assert re.fullmatch(r"<!--[^>]*-->", inside)  # only a comment: :empty hides the block
+    assert ".launch-buttons:empty { display: none; }" in (ROOT / "docs" / "course.css").read_text()
 
 
 def test_a_wrong_repository_url_stops_the_book(tmp_path):
@@ -262,12 +299,12 @@ def chromium_page(built_preview):
     off the local server (Pyodide's CDN) is answered with an empty 200 when
     ``cdn_up``, else refused: the network is never used. Returns (page, base URL,
     the URLs asked for off the server)."""
-    from chromium_pipe import Chromium, REFUSE, Reply, find_chromium
+    from site_browser import REFUSE, Browser, Reply, find_chromium
 
     chromium, why = find_chromium()
     if chromium is None:
         pytest.skip(why)
-    with check_site.serve(built_preview) as url, Chromium(chromium, extra_args=("--disable-gpu",)) as browser:
+    with check_site.serve(built_preview) as url, Browser(chromium) as browser:
 
         def open_page(cdn_up):
             asked = []
@@ -328,3 +365,20 @@ def test_every_lesson_carries_the_install_cell_as_the_tool_writes_it():
     lesson lacks the cell or carries an old one)."""
     lessons = sorted(str(path) for path in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     assert colab_cell.main(["--check", *lessons]) == 0
+
+
+@pytest.mark.parametrize("message, shown", [
+    ("install libarchive-c for better performance when working with archives: No module named 'libarchive'", False),
+    ("[lite] [translation] install `jupyterlab_server` to load translations: No module named 'jupyterlab_server'",
+     False),
+    ("[lite] [contents] a notebook could not be read", True),  # any other warning still shows
+], ids=["libarchive", "translations", "other"])
+def test_the_previews_harmless_warnings_are_not_shown(message, shown):
+    import sys
+
+    import build_lite
+
+    code = f"import warnings; warnings.warn({message!r}, UserWarning)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={"PYTHONWARNINGS": ",".join(build_lite.QUIET_WARNINGS)})
+    assert (message in done.stderr) is shown, done.stderr

@@ -29,11 +29,9 @@ NOTEBOOK_PARAMS = [pytest.param(p, id=p.name) for p in NOTEBOOKS] or [
     pytest.param(None, id="no-notebooks", marks=pytest.mark.skip(reason="notebooks/ has no notebook yet"))
 ]
 
-# The course promises that each notebook runs in under a minute. Wall time
-# depends on the machine and on its load, and the project's tests assert no
-# speed target, so this bound only catches a notebook that has become several
-# times too slow (a minute is what we aim at; the time is printed for every run).
-WALL_TIME_LIMIT = 120  # seconds, kernel start-up included
+# The course aims at a minute per notebook; wall time depends on the machine and on
+# its load, so no test asserts it: each run's time is printed (and `make notebooks`
+# reports them all).
 
 
 def _write_notebook(path: Path, cells) -> Path:
@@ -85,9 +83,6 @@ def test_notebook_runs(path, capsys):
               end="")
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
-    assert seconds < WALL_TIME_LIMIT, (
-        f"{path.name} took {seconds:.0f} s; a notebook should run in under a minute"
-    )
 
 
 # ------------------------------------- figures that the prose states, checked

@@ -13,7 +13,7 @@ runs only those. ``-s`` prints how many cases were compared.
 
 PyTorch is optional (``pip install -e '.[torch]'``, a CPU build); without it
 this module is skipped. Where dezero_mini differs from PyTorch on purpose
-(README, "Differences from PyTorch and DeZero"), the cases stay away: no tied
+(docs/differences.md, "Differences from PyTorch and DeZero"), the cases stay away: no tied
 maxima, and backward always starts from an explicit upstream gradient.
 """
 import os

@@ -95,7 +95,9 @@ STAGES_MARK = "<!-- stages -->"
 README_PAGE = "repository.md"
 REMOVE_INPUT_TAG = "remove-input"
 # Chapters written in Markdown, after the lessons: (source in the repository, page in the book).
-EXTRA_CHAPTERS = (("docs/classroom.md", "classroom.md"), ("docs/sources.md", "sources.md"))
+EXTRA_CHAPTERS = (("docs/framework.md", "framework.md"), ("docs/differences.md", "differences.md"),
+                  ("docs/performance.md", "performance.md"), ("docs/classroom.md", "classroom.md"),
+                  ("docs/sources.md", "sources.md"))
 _EXPLORE_CELL = re.compile(r"^explore\(\d+", re.MULTILINE)
 
 # [text](target "title") and ![alt](target), and <img src="target"> or <iframe src="target">

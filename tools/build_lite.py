@@ -17,8 +17,9 @@ the reader's browser tab. It holds:
 
 NumPy and Matplotlib are not in it: the install cell loads them from Pyodide's CDN at
 run time, as the kernel itself, so the preview needs the network. When the book has
-been built (build/book/html), the site is copied into its ``lite/`` folder, where the
-lesson pages' "Run in your browser" buttons point (``make book`` copies it too).
+been built (build/book/html), the site is copied into its ``lite/`` folder and the
+lesson pages get their "Run in your browser" button (``make book`` copies it too, and
+shows the button from the start when the preview is built first).
 
 Prints the site's size and the build's time. Needs jupyterlite-core and
 jupyterlite-pyodide-kernel (``make lite`` installs them in .venv-lite).
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import html
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -36,7 +38,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import colab_cell  # noqa: E402  (tools/colab_cell.py; needs the line above)
-from launch_buttons import LITE_BUILD, LITE_FOLDER, NOTEBOOKS_FOLDER, ROOT, START_PAGE  # noqa: E402
+from launch_buttons import (LITE_BUILD, LITE_FOLDER, NOTEBOOKS_FOLDER, ROOT, START_PAGE,  # noqa: E402
+                            fill_preview_buttons)
 
 #: ``jupyter lite build`` options: no source maps and only the apps used, for a small site.
 LITE_BUILD_OPTIONS = ("--no-sourcemaps", "--no-unused-shared-packages",
@@ -83,8 +86,15 @@ class LiteError(RuntimeError):
     """The preview cannot be built; the message says why."""
 
 
+# Two notes of jupyterlite-core that look like failures and are none: an optional faster
+# archive library (libarchive-c), and translations, which the preview does not ship.
+QUIET_WARNINGS = ("ignore:install libarchive-c:UserWarning",
+                  "ignore:[lite] [translation] install `jupyterlab_server`:UserWarning")
+
+
 def _run(command: list[str], cwd: Path, what: str) -> None:
-    result = subprocess.run(command, cwd=cwd)
+    filters = ",".join(filter(None, (os.environ.get("PYTHONWARNINGS"), *QUIET_WARNINGS)))
+    result = subprocess.run(command, cwd=cwd, env={**os.environ, "PYTHONWARNINGS": filters})
     if result.returncode != 0:
         raise LiteError(f"{what} failed (exit status {result.returncode}): {' '.join(command)}")
 
@@ -167,7 +177,8 @@ def build(root: Path = ROOT) -> Path:
     book = root / "build" / "book" / "html"
     if (book / "index.html").is_file():
         shutil.copytree(output, book / LITE_FOLDER, dirs_exist_ok=True)
-        print(f"Copied into the book: {book / LITE_FOLDER}")
+        pages = fill_preview_buttons(book)  # a book built before the preview: its buttons now
+        print(f"Copied into the book: {book / LITE_FOLDER} (the button added to {pages} pages)")
     shutil.rmtree(staging)
     return output
 

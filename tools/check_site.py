@@ -11,8 +11,8 @@ test suite builds):
   every image, SVG, script and style sheet a page refers to exists and is not
   empty.
 * ``browser_problems(html_dir)``: every page opened in a real headless
-  Chromium (the system's, driven over its DevTools pipe by
-  tools/chromium_pipe.py) over a local HTTP server: no console error, no
+  Chromium (the system's, driven by Selenium through the system's
+  chromedriver: tools/site_browser.py) over a local HTTP server: no console error, no
   failed request, every image that the reader can see loaded and drawn at a
   size above 0x0 and no wider than the text column, and the search box
   finding a word of the course (on the first page of each folder: what search
@@ -37,7 +37,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # tools/ is not a package
-from chromium_pipe import BrowserError, BrowserTimeout, Chromium, find_chromium  # noqa: E402
+from site_browser import Browser, BrowserError, BrowserTimeout, find_chromium  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 HTML_DIR = ROOT / "build" / "book" / "html"
@@ -226,7 +226,7 @@ def browser_problems(html_dir: Path = HTML_DIR, *, chromium: str | None = None,
                        if p.name not in NOT_OPENED and is_book_page(p))
     problems = []
     searched = set()  # folders whose first page has tried the search
-    with serve(html_dir) as base, Chromium(chromium) as browser:
+    with serve(html_dir) as base, Browser(chromium) as browser:
         for name in pages:
             page = browser.new_page(width=1280, height=900, isolated=False)  # one reader, many tabs
             page.goto(base + name)  # waits for the load event: every image and script loaded or failed

@@ -1,6 +1,7 @@
 """Where a lesson can be run without installing anything: the launch buttons of the book.
 
-Every lesson page of the book starts with three buttons, each saying what it needs:
+Every lesson page of the book starts with the buttons that this build can honour,
+each saying what it needs (a button that would lead nowhere is not shown):
 
 * Binder: the repository's ``binder/`` folder on mybinder.org (runs on a free
   server, needs internet);
@@ -12,15 +13,22 @@ Every lesson page of the book starts with three buttons, each saying what it nee
 and one line under them: the lesson's byte figures were measured on 64-bit CPython
 and differ in the browser (``dezero_mini.browser.BYTES_NOTE``).
 
+The preview's button works whichever of ``make lite`` and ``make book`` runs first:
+each lesson page carries a marker where the button goes (``preview_marker``); the
+book fills it when the preview is built already, and ``make lite`` fills it in the
+pages of a book built before it (``fill_preview_buttons``).
+
 The repository is configured in ONE place, book.toml's ``[output.html]
 git-repository-url`` (mdBook shows it as a link on every page too). A GitHub URL,
 ``https://github.com/OWNER/REPO``, launches the branch ``main``;
-``https://github.com/OWNER/REPO/tree/BRANCH`` launches BRANCH. Without one, the
-Binder and Colab buttons say how to set it instead of pointing nowhere.
+``https://github.com/OWNER/REPO/tree/BRANCH`` launches BRANCH. Without one (a local
+build), there is no Binder or Colab button.
 """
 from __future__ import annotations
 
+import os
 import re
+import tempfile
 from dataclasses import dataclass
 from html import escape
 from pathlib import Path
@@ -127,27 +135,59 @@ def preview_url(stem: str) -> str:
     return f"{LITE_FOLDER}/{START_PAGE}?path={quote(f'{NOTEBOOKS_FOLDER}/{stem}.ipynb', safe='/')}"
 
 
-def _button(label: str, needs: str, url: str | None, missing: str = "") -> str:
-    if url is None:
-        return (f'<span class="launch-button launch-unavailable">{escape(label)} '
-                f'<small>({escape(missing)})</small></span>')
+def _button(label: str, needs: str, url: str) -> str:
     return (f'<a class="launch-button" href="{escape(url)}" target="_blank" rel="noopener">'
             f'{escape(label)} <small>({escape(needs)})</small></a>')
 
 
+def preview_button(stem: str) -> str:
+    """The button that opens lesson ``stem`` in the in-browser preview."""
+    return _button("Run in your browser", "in your browser, needs internet for NumPy", preview_url(stem))
+
+
+def preview_marker(stem: str) -> str:
+    """Where the preview's button goes in lesson ``stem``'s page while the preview is not built
+    (an HTML comment: the reader sees nothing, and mdBook passes it through)."""
+    return f"<!-- preview-button {stem} -->"
+
+
+_MARKER = re.compile(r"<!-- preview-button ([0-9A-Za-z_.-]+) -->")
+
+
+def fill_preview_buttons(html_dir: Path) -> int:
+    """Put the preview's button where the book's pages left its marker (``make lite`` after
+    ``make book``); return how many pages changed. Each page is rewritten whole or not at all."""
+    changed = 0
+    for page in sorted(Path(html_dir).glob("*.html")):
+        text = page.read_text(encoding="utf-8")
+        filled = _MARKER.sub(lambda found: preview_button(found.group(1)), text)
+        if filled != text:
+            # A temporary file renamed over the page, as dezero_mini.atomic does: make lite runs
+            # in .venv-lite, which has neither the course nor NumPy to import it from.
+            handle, temporary = tempfile.mkstemp(dir=page.parent, prefix=f".{page.name}.", suffix=".tmp")
+            try:
+                with os.fdopen(handle, "w", encoding="utf-8") as out:
+                    out.write(filled)
+                os.chmod(temporary, page.stat().st_mode & 0o777)
+                os.replace(temporary, page)
+            except BaseException:
+                Path(temporary).unlink(missing_ok=True)
+                raise
+            changed += 1
+    return changed
+
+
 def launch_block(stem: str, repo: Repository | None, preview_built: bool, bytes_note: str) -> str:
-    """The HTML block at the top of a lesson page: the three buttons, then ``bytes_note``."""
-    not_configured = f"no repository configured: {HOW_TO_CONFIGURE}"
-    buttons = [
-        _button("Open in Binder", "runs on a free server, needs internet",
-                binder_url(repo, stem) if repo else None, not_configured),
-        _button("Open in Colab", "needs internet and a Google account",
-                colab_url(repo, stem) if repo else None, not_configured),
-        _button("Run in your browser", "in your browser, needs internet for NumPy",
-                preview_url(stem) if preview_built else None,
-                "the preview is not part of this build: run make lite, then make book"),
-    ]
-    return ('<div class="launch-buttons">\n' + "\n".join(buttons) + "\n</div>\n\n"
+    """The HTML block at the top of a lesson page: the buttons this build can honour (Binder and
+    Colab with a repository, the preview's or its marker), then ``bytes_note``."""
+    buttons = []
+    if repo is not None:
+        buttons += [_button("Open in Binder", "runs on a free server, needs internet", binder_url(repo, stem)),
+                    _button("Open in Colab", "needs internet and a Google account", colab_url(repo, stem))]
+    buttons.append(preview_button(stem) if preview_built else preview_marker(stem))
+    # No white space between the buttons and the block's ends: a block whose only content is
+    # the marker is :empty for CSS, and takes no room on the page.
+    return ('<div class="launch-buttons">' + "".join(buttons) + "</div>\n\n"
             f'<p class="bytes-note">{escape(bytes_note)}</p>\n')
 
 

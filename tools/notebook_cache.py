@@ -23,6 +23,13 @@ Entries are written to a temporary file and renamed, so a reader never sees
 half an entry; a lock per notebook (POSIX) makes a second process that wants
 the same notebook wait for the first run and then reuse it, rather than run it
 a second time.
+
+Why not jupyter-cache (measured 2026-11-28, jupyter-cache 1.0.1): it keys a
+notebook on its code cells and its kernelspec only, so a change to dezero_mini,
+to a stage file or to an installed package would reuse a stale run; keeping
+that key ourselves would leave this module most of its work (the key, the digest,
+the files a run wrote), while it would add 31 MiB to .venv (SQLAlchemy, click,
+tabulate, ...) for its store.
 """
 from __future__ import annotations
 

@@ -31,6 +31,8 @@ import threading
 import time
 from pathlib import Path
 
+from dezero_mini.machine import describe
+
 # The modules of DeZero that its programs import, each stood in for by
 # dezero_mini's module of the same name (the package itself for ``dezero``).
 DEZERO_MODULES = ("core", "core_simple", "functions", "functions_conv", "layers", "models",
@@ -197,6 +199,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.timeout is None:
         args.timeout = 3600.0 if args.tests else 300.0
+    print(describe())  # where and when these figures were measured
     if args.timeout <= 0 or args.timeout > 86400:
         parser.error(f"--timeout {args.timeout}: give seconds between 0 and 86400")
     if args.tests:

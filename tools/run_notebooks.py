@@ -34,6 +34,7 @@ from traitlets import default
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import notebook_cache  # noqa: E402  (tools/ is not a package)
+from dezero_mini.progress import progress_bar  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOK_DIR = ROOT / "notebooks"
@@ -126,9 +127,13 @@ def execute_notebook(path, timeout: int = DEFAULT_TIMEOUT) -> nbformat.NotebookN
     path = Path(path).resolve()
     nb = nbformat.read(path, as_version=4)
     running = {"index": None}
+    # On a terminal, a bar of the notebook's cells (standard error); nothing in a pipe or a log.
+    bar = progress_bar(len(nb.cells), path.name, unit="cell")  # closed when the run ends
 
     def note_cell(cell, cell_index, **_):
         running["index"] = cell_index
+        bar.n = cell_index
+        bar.refresh()
 
     client = NotebookClient(
         nb,
@@ -156,6 +161,8 @@ def execute_notebook(path, timeout: int = DEFAULT_TIMEOUT) -> nbformat.NotebookN
         raise NotebookError(
             path, running["index"], len(nb.cells), f"{type(exc).__name__}: {exc}"
         ) from exc
+    finally:
+        bar.close()
     return nb
 
 

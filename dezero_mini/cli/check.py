@@ -22,9 +22,10 @@ from dezero_mini.cli.options import (add_run_options, add_sandbox_option, add_sc
                                      add_stage_argument, command_parser,
                                      refuse_to_overwrite_inputs, sandbox_note, stage_options)
 from dezero_mini.contracts.runner import check_file
-from dezero_mini.contracts.scoring import Weights, display_points
+from dezero_mini.contracts.scoring import Weights, display_points, select_contracts
 from dezero_mini.grading import gradescope
 from dezero_mini.printable import printable
+from dezero_mini.progress import progress_bar
 
 
 def report_text(report):
@@ -109,11 +110,23 @@ def run_check(args):
     previous = {}
     if threading.current_thread() is threading.main_thread():  # (only it may set handlers)
         previous = {signum: signal.signal(signum, _interrupt) for signum in STOP_SIGNALS}
+    steps = len(select_contracts(args.stage, names))
     try:
-        report = check_file(args.stage, args.file, timeout=args.timeout,
-                            total_timeout=args.total_timeout, batches=args.batches,
-                            allow_reference=args.allow_reference or not grading(args),
-                            names=names, weights=weights, sandbox=mode)
+        # A bar on a terminal (standard error) while the contracts run: quiet with --json
+        # and in a pipe. It counts the contracts done and names the step under way.
+        with progress_bar(steps, f"checking stage {args.stage}", quiet=args.json, unit="contract") as bar:
+            started = []
+
+            def show(step):
+                if step != "loading the file":
+                    started.append(step)
+                bar.n = max(len(started) - 1, 0)
+                bar.set_postfix_str(step)  # (redraws the bar)
+
+            report = check_file(args.stage, args.file, timeout=args.timeout,
+                                total_timeout=args.total_timeout, batches=args.batches,
+                                allow_reference=args.allow_reference or not grading(args),
+                                names=names, weights=weights, sandbox=mode, on_step=show)
     except Interrupted as stop:
         name = signal.Signals(stop.signum).name
         print(f"dezero_mini check: stopped by {name}: the worker and its processes were "

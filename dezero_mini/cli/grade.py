@@ -15,6 +15,7 @@ from dezero_mini.cli.options import (add_run_options, add_sandbox_option, add_sc
                                      refuse_to_overwrite_inputs, sandbox_note, stage_options)
 from dezero_mini.contracts import bubblewrap
 from dezero_mini.grading import batch, container
+from dezero_mini.progress import progress_bar
 
 
 def run_grade(args):
@@ -52,8 +53,14 @@ def run_grade(args):
                             isolation=isolation)
     started = time.monotonic()
     try:
-        rows = batch.grade_all(grading, submissions,
-                               report_line=lambda line: print(line, file=sys.stderr, flush=True))
+        # A bar of the submissions graded on a terminal (standard error); each one's line
+        # printed above it, and alone in a pipe.
+        with progress_bar(len(submissions), f"grading stage {args.stage}", unit="submission") as bar:
+            def report_line(line):
+                bar.write(line, file=sys.stderr)
+                bar.update(1)
+
+            rows = batch.grade_all(grading, submissions, report_line=report_line)
     except batch.GradingStopped as stop:
         name = signal.Signals(stop.signum).name
         print(f"dezero_mini grade: stopped by {name}: every check it started was ended; no "

@@ -523,7 +523,7 @@ def _limit_text(limits, code, text, memory_killed=False):
 
 def check_file(number, path, *, timeout=DEFAULT_TIMEOUT, total_timeout=DEFAULT_TOTAL_TIMEOUT,
                batches=BATCHES, limits=Limits(), allow_reference=False, names=None,
-               weights=None, sandbox="auto"):
+               weights=None, sandbox="auto", on_step=None):
     """Hold the file ``path`` to every contract of stage ``number`` (or only
     to those named in ``names``: ValueError for a name the stage lacks).
 
@@ -541,6 +541,8 @@ def check_file(number, path, *, timeout=DEFAULT_TIMEOUT, total_timeout=DEFAULT_T
     run (``bubblewrap.sandbox_problem``) and contained without it elsewhere,
     "required" refuses to check without it (an error report), "off" never
     uses it; ``report.sandboxed`` says which it was.
+    ``on_step(what)``, when given, hears each step as it starts: "loading the file",
+    then each contract's name (a progress display's cue; it must not raise).
     """
     if sandbox not in SANDBOX_MODES:
         raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_MODES)}, not {sandbox!r}")
@@ -550,14 +552,15 @@ def check_file(number, path, *, timeout=DEFAULT_TIMEOUT, total_timeout=DEFAULT_T
     points = (weights or Weights()).points_at(number, selected)
     report = _check(stage, Path(path), selected, timeout=timeout, total_timeout=total_timeout,
                     batches=batches, limits=limits, allow_reference=allow_reference,
-                    total_deadline=started + total_timeout, sandbox=sandbox)
+                    total_deadline=started + total_timeout, sandbox=sandbox,
+                    on_step=on_step or (lambda what: None))
     report.settle(selected, points)
     report.seconds = round(time.monotonic() - started, 2)
     return report
 
 
 def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, allow_reference,
-           total_deadline, sandbox):
+           total_deadline, sandbox, on_step):
     """Run the contracts ``selected`` on ``path`` in contained worker processes."""
     number = stage.number
     report = CheckReport(stage=stage.number, stage_name=stage.name, stage_title=stage.title,
@@ -583,6 +586,7 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
     output = _Output(OUTPUT_LIMIT)
     installation = installation_state()
     while left and report.status != "error":
+        on_step("loading the file")
         child = _Child(path, number, batches, left, output, limits, report.sandboxed)
         timed_out, current, began, location = None, None, time.monotonic(), None
         try:
@@ -617,6 +621,7 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
                     child.mark_loaded()
                 elif kind == "start" and event.get("name") in left:
                     current, began = event["name"], time.monotonic()
+                    on_step(current)
                 elif kind == "result" and event.get("name") == current:
                     report.results.append(_checked_result(contracts[current], event, child,
                                                           limits, time.monotonic() - began,

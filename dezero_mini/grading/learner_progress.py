@@ -89,4 +89,4 @@ def progress_summary(items):
     started = [item for item in items if item.file is not None]
     done = [item for item in items if item.done]
     return (f"{len(done)} of {len(items)} stages pass every contract; "
-            f"{len(started)} have a file")
+            f"{len(started)} {'has' if len(started) == 1 else 'have'} a file")
