@@ -90,7 +90,8 @@ def report_lines(finding, script_name, how):
                 "went round often enough" if made == 0 else
                 "not judged: too few steps (run more, or give --steps)"], 0
     last = series.counts[-1]
-    lines = [f"{HEADER}: {script_name} {how} after {len(series.counts)} of {series.name} ==="]
+    counted = "" if len(series.counts) == series.steps else f", {len(series.counts)} counted"
+    lines = [f"{HEADER}: {script_name} {how} after {series.steps} of {series.name}{counted} ==="]
     if growth.leaking:
         if finding.holders:
             lines += _holder_lines(finding, "keeps the graphs of earlier steps")
@@ -137,7 +138,8 @@ def run_torch_leaks(args, path, source, out, prog):
 
         run = watch_script(path, source, args.script_args,
                            steps=getattr(args, "steps", DEFAULT_STEPS),
-                           consecutive=args.consecutive)
+                           consecutive=args.consecutive,
+                           every_step=getattr(args, "every_step", False))
     except ImportError as error:
         if (error.name or "").partition(".")[0] != "torch":
             raise

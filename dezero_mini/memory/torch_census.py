@@ -104,6 +104,7 @@ class Census:
         self.old_storages = set()  # storages of the tensors of before the start (parameters)
         self.marks = []  # the sequence number read at each step
         self._froze = False
+        self.cuda = torch.cuda.is_available()  # asked once: not a question per step
 
     def start(self):
         """Take the objects alive now out of the counts (call again to do the
@@ -117,6 +118,7 @@ class Census:
                     self.old_tensors.append(weakref.ref(item))
         gc.freeze()
         self._froze = self.started = True
+        self.marks.append(sequence_now())  # the nodes made before now are old at the next step
 
     def stop(self):
         """Give the frozen objects back to the collector."""
@@ -151,7 +153,7 @@ class Census:
             graph_bytes=self._bytes(graph),
             plain_tensors=len(plain), plain_bytes=self._bytes(plain), nodes=len(nodes),
             old_nodes=old, rss=self.process.memory_info().rss if self.process else None,
-            device=torch.cuda.memory_allocated() if torch.cuda.is_available() else None)
+            device=torch.cuda.memory_allocated() if self.cuda else None)
         return count
 
     def _bytes(self, tensors):

@@ -95,6 +95,12 @@ def _held_by_python(tensors, ours):
                                          and _machinery(referrer)):
             continue
         referred.update(id(item) for item in gc.get_referents(referrer))
+    for top in list(sys._current_frames().values()):  # running frames: their locals
+        frame = top
+        while frame is not None:
+            if not _machinery(frame):
+                referred.update(id(value) for value in frame.f_locals.values())
+            frame = frame.f_back
     return [tensor for tensor in tensors if id(tensor) in referred]
 
 
@@ -127,7 +133,7 @@ def _holders(targets, script_module):
     holders = []
     for chain in holder_chains(targets, script_module):
         path, links = describe(chain)
-        path = re.sub(r"(\[[^\[\]]*\])+$", "", path) or path  # the container, not its item
+        path = re.sub(r"\[[^\[\]]*\]$", "", path) or path  # the container, not its item
         name = last_name(path)
         lines = storing_lines(name, files) if name else []
         holders.append(Holder(path=path, root=chain.root, links=links,

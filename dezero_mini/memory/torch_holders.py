@@ -17,6 +17,7 @@ script and its own modules that store into the holder's name.
 """
 import ast
 import gc
+import re
 import sys
 import types
 from dataclasses import dataclass
@@ -95,7 +96,16 @@ def holder_chains(leaked, script_module=None, limit=3):
                 frames[id(frame)] = frame
             frame = frame.f_back
     modules = _module_names(script_module)
-    ours = {id(frames)}
+    # A running frame keeps its locals where the collector does not look:
+    # they are matched by identity instead.
+    local_of = {}
+    for frame in frames.values():
+        code = frame.f_code
+        for name, value in frame.f_locals.items():
+            local_of.setdefault(id(value), (
+                frame, f"a local of {code.co_name}() at {Path(code.co_filename).name}:"
+                       f"{frame.f_lineno}", name))
+    ours = {id(frames), id(local_of)}
     frontier = list(leaked)
     parent_of = {}  # id(object) -> the object one step closer to the leaked one
     kept = {id(item): item for item in frontier}
@@ -105,6 +115,12 @@ def holder_chains(leaked, script_module=None, limit=3):
     for _ in range(MAX_LAYERS):
         if not frontier or len(chains) >= limit:
             break
+        for item in frontier:
+            if id(item) in local_of:
+                frame, root, name = local_of[id(item)]
+                if (id(frame), name) not in roots_seen:
+                    roots_seen.add((id(frame), name))
+                    chains.append(Chain([frame, *_down_from(item, parent_of)], root, name))
         referrers = gc.get_referrers(*frontier)
         ours.add(id(referrers))
         by_id = {id(item): item for item in frontier}
@@ -161,6 +177,8 @@ def _label(holder, child):
                 return f"[{index}]"
     if isinstance(holder, (set, frozenset)):
         return ".<an item of a set>"
+    if isinstance(holder, type) and isinstance(child, dict):
+        return ""  # the class's own attributes: the next link names one
     if isinstance(holder, types.FunctionType):
         if child is holder.__defaults__:
             return ".__defaults__"
@@ -199,8 +217,17 @@ def describe(chain):
     objects = chain.objects
     path, kinds = str(chain.name), []
     attribute_dict = module_dict = False  # the link before reached an __dict__, a Module's dict
-    for holder, child in zip(objects, objects[1:]):
+    for index, (holder, child) in enumerate(zip(objects, objects[1:])):
         label = _label(holder, child) if holder is not objects[0] else ""
+        if isinstance(holder, types.FunctionType) and child is holder.__closure__:
+            cell = objects[index + 2] if index + 2 < len(objects) else None
+            names = [name for item, name in zip(child, holder.__code__.co_freevars)
+                     if item is cell]
+            label = f".<closure cell {names[0]!r}>" if names else ".__closure__"
+        elif isinstance(holder, tuple) and index > 0 and \
+                isinstance(objects[index - 1], types.FunctionType) and \
+                objects[index - 1].__closure__ is holder:
+            label = ""  # named with the function's link
         key = label[2:-2] if label.startswith("['") and label.endswith("']") else None
         if key is not None and (attribute_dict or module_dict):
             label = f".{key}" if key.isidentifier() else f"[{key}]"
@@ -214,8 +241,7 @@ def describe(chain):
     return path, " -> ".join(kinds)
 
 
-_MODULE_DICTS = ("_modules", "_buffers", "_parameters", "_forward_hooks", "_forward_pre_hooks",
-                 "_backward_hooks")
+_MODULE_DICTS = ("_modules", "_buffers", "_parameters")
 
 
 def holder_kind(chain):
@@ -249,6 +275,9 @@ def holder_kind(chain):
 def last_name(path):
     """The last name of a path (``history`` of ``trainer.history[3]``), the
     one a line of the script stores into; None for a path without one."""
+    marked = re.findall(r"<(?:closure cell|local) '([A-Za-z_][A-Za-z0-9_]*)'", path)
+    if marked:  # a closure's variable, a frame's local
+        return marked[-1]
     names = []
     for piece in path.replace("[", ".[").split("."):
         if piece and not piece.startswith("[") and not piece.startswith("<") and \

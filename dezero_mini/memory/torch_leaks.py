@@ -54,6 +54,11 @@ DEFAULT_CONSECUTIVE = 5
 #: A loop that never calls backward is followed for at most this many rounds
 #: (x the step budget): a data-loading loop of a million rounds is not watched whole.
 IDLE_ROUNDS_FACTOR = 4
+#: Counting a step is skipped when watching would cost more than this share
+#: of the script's own time; a run is stopped after this many times the step
+#: budget of steps however few were counted.
+MAX_OVERHEAD = 0.4
+SKIPPING_LIMIT = 20
 
 
 def imports_torch(source, path=None, depth=3):
@@ -113,6 +118,7 @@ class StepSeries:
     unit: str
     training: bool = True
     counts: list = field(default_factory=list)
+    steps: int = 0  # counted or not
 
 
 @dataclass
@@ -154,15 +160,17 @@ def judge(counts, consecutive=DEFAULT_CONSECUTIVE):
     window = judged[-(consecutive + 1):]
     first, last = window[0], window[-1]
 
+    steps = max(last.step - first.step, 1)  # counts may skip steps (see _Watch._step)
+
     def per_step(name):
-        return (getattr(last, name) - getattr(first, name)) / consecutive
+        return (getattr(last, name) - getattr(first, name)) / steps
 
     old_nodes = [count.old_nodes for count in judged]
     old_tensors = [count.old_graph_tensors for count in judged]
     plain = [count.plain_tensors for count in judged]
     leaking = _persists(old_nodes, consecutive) or _persists(old_tensors, consecutive)
     rss = per_step("rss") if first.rss is not None and last.rss is not None else None
-    return Growth(leaking=leaking, steps=consecutive, nodes=per_step("old_nodes"),
+    return Growth(leaking=leaking, steps=steps, nodes=per_step("old_nodes"),
                   graph_tensors=per_step("graph_tensors"), graph_bytes=per_step("graph_bytes"),
                   plain_tensors=per_step("plain_tensors"), plain_bytes=per_step("plain_bytes"),
                   rss=rss, detached_cache=not leaking and _persists(plain, consecutive))
@@ -173,11 +181,15 @@ class _Watch:
     stops the script at the step budget, and finds the holders once, at the
     end, while the script's frames are still alive."""
 
-    def __init__(self, module, script_name, loop_lines, loop_depths, steps, consecutive):
+    def __init__(self, module, script_name, loop_lines, loop_depths, steps, consecutive,
+                 every_step=False):
         from dezero_mini.memory.torch_census import Census
 
         self.module, self.script_name, self.steps = module, script_name, steps
         self.consecutive = consecutive
+        self.every_step = every_step
+        self.ours = self.theirs = self.last_cost = 0.0  # seconds: watching, the script, a count
+        self.returned = None  # when the last step hook returned
         self.pid = os.getpid()  # DataLoader workers (forked) are other processes: not watched
         try:
             import psutil
@@ -241,16 +253,33 @@ class _Watch:
             self._step(series)
 
     def _step(self, series):
-        if series.training and not self.training_started:
+        """A step of ``series``: count it, unless counting now would make
+        watching cost more than ``MAX_OVERHEAD`` of the script's own time
+        (then the step is skipped: a leak still grows at the next count)."""
+        started = time.perf_counter()
+        if self.returned is not None:
+            self.theirs += started - self.returned
+        series.steps += 1
+        starting = series.training and not self.training_started
+        if starting:
             self.training_started = True
-            self.census.start()  # again when idle loops started it: training starts here
             for loop in self.loops:  # the rounds of loops that never trained are data loading
                 if not loop.training:
                     loop.counts.clear()
-        elif not self.census.started:
+        if starting or not self.census.started:
+            # Everything alive now is the program before the step counted next: its
+            # objects are left out of the counts (again when idle loops started it).
             self.census.start()
-        series.counts.append(self.census.take(len(series.counts) + 1))
-        if series.training and len(series.counts) >= self.steps:
+            self.returned = time.perf_counter()  # (starting is paid once, not per step)
+            return
+        if self.every_step or not series.counts or \
+                self.ours + self.last_cost <= MAX_OVERHEAD * self.theirs:
+            series.counts.append(self.census.take(series.steps))
+            self.last_cost = time.perf_counter() - started
+        self.returned = time.perf_counter()
+        self.ours += self.returned - started
+        if series.training and (len(series.counts) >= self.steps or
+                                series.steps >= SKIPPING_LIMIT * self.steps):
             self.conclude()
             raise _BudgetReached()
 
@@ -350,7 +379,7 @@ class ScriptRun:
 
 
 def watch_script(path, source=None, script_args=(), steps=DEFAULT_STEPS,
-                 consecutive=DEFAULT_CONSECUTIVE):
+                 consecutive=DEFAULT_CONSECUTIVE, every_step=False):
     """Run the PyTorch script ``path`` as ``__main__`` (with ``script_args``
     in ``sys.argv``), counting what it holds at each training step, until it
     ends or ``steps`` training steps have run, and judge it. SyntaxError when
@@ -363,7 +392,7 @@ def watch_script(path, source=None, script_args=(), steps=DEFAULT_STEPS,
     code, loops = compile_with_loop_marks(source, str(path), mark_entries=True)
     module = new_main_module(path)
     watch = _Watch(module, path.name, [loop.line for loop in loops],
-                   [loop.depth for loop in loops], steps, consecutive)
+                   [loop.depth for loop in loops], steps, consecutive, every_step)
     module.__dict__[ROUND] = watch.on_round
     module.__dict__[ENTER] = watch.on_enter
     handle = optimizer_module.register_optimizer_step_post_hook(watch.on_optimizer_step)
