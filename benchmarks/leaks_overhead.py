@@ -6,9 +6,11 @@ Each pattern is a small training loop (a two-layer MLP, 8 features, 32
 hidden units, batches of 32) written to a temporary folder: clean SGD, SGD
 with momentum, Adam, a manual SGD loop without torch.optim, and leaks that
 grow while they are watched (`total_loss += loss`, a list of losses, a list
-of outputs under Adam). The script times its own steps (perf_counter, after
-20 steps of warm-up, so imports and the first steps are left out on both
-sides) and prints the seconds per step. Each pattern runs the same way twice
+of outputs under Adam). The script times its own steps (the process's CPU time,
+which a loaded machine changes less than the wall clock, after 20 steps of
+warm-up, so imports and the first steps are left out on both sides) and
+prints the seconds per step; both runs have one intra-op thread
+(OMP_NUM_THREADS=1), so that no CPU time is spent spinning. Each pattern runs the same way twice
 in a new process: `python SCRIPT` and `python -m dezero_mini leaks --steps N
 SCRIPT`, alternately, `--rounds` times; the medians per step and their ratio
 are printed. Watching costs once besides (the first count, which freezes the
@@ -17,6 +19,7 @@ wall time of each is printed too. Timings depend on the machine and its
 load; the ratio is what the leak finder promises (at most 1.5).
 """
 import argparse
+import os
 import statistics
 import subprocess
 import sys
@@ -39,13 +42,13 @@ kept, total = [], 0.0
 steps = {steps}
 for step in range(steps):
     if step == 20:
-        started = time.perf_counter()
+        started = time.process_time()
     x = data[step % 16]
     out = model(x)
     loss = (out - x.sum(1, keepdim=True)).pow(2).mean()
 {update}
 {keep}
-print("SECONDS_PER_STEP", (time.perf_counter() - started) / (steps - 20), flush=True)
+print("SECONDS_PER_STEP", (time.process_time() - started) / (steps - 20), flush=True)
 """
 
 OPTIMIZER_UPDATE = """    optimizer.zero_grad()
@@ -79,7 +82,9 @@ PATTERNS = {
 def run(command):
     """(seconds per step the script measured, wall seconds of the whole run)."""
     started = time.perf_counter()
-    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=1800)
+    environment = {**os.environ, "OMP_NUM_THREADS": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=1800,
+                          env=environment)
     wall = time.perf_counter() - started
     for line in done.stdout.splitlines():
         if line.startswith("SECONDS_PER_STEP"):
@@ -95,7 +100,8 @@ def main():
                         help="only this pattern (may be repeated)")
     args = parser.parse_args()
     names = args.pattern or list(PATTERNS)
-    print(f"{args.steps} steps (20 of warm-up not timed), {args.rounds} rounds, medians:")
+    print(f"{args.steps} steps (20 of warm-up not timed), {args.rounds} rounds, medians "
+          "(CPU time per step; wall time of the whole run):")
     print(f"{'pattern':40} {'alone ms/step':>14} {'leaks ms/step':>14} {'ratio':>6} "
           f"{'wall alone s':>13} {'wall leaks s':>13}")
     with tempfile.TemporaryDirectory() as folder:

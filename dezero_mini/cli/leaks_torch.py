@@ -65,7 +65,9 @@ def fix_for(holder):
 
 def _per_step(value, unit=""):
     sign = "+" if value >= 0 else "-"
-    return f"{sign}{format_bytes(abs(value))}" if unit == "bytes" else f"{sign}{abs(value):g}"
+    if unit == "bytes":
+        return f"{sign}{format_bytes(round(abs(value)))}"
+    return f"{sign}{round(abs(value), 1):g}"
 
 
 def _holder_lines(finding, what):

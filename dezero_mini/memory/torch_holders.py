@@ -320,7 +320,8 @@ def storing_lines(name, files, limit=2):
                     for target in node.targets):
                 rank = 0
             elif isinstance(node, ast.Assign) and any(names(target) for target in node.targets):
-                rank = 1
+                # x = f(x) carries the old value along: before a plain x = ...
+                rank = 0 if any(names(part) for part in ast.walk(node.value)) else 1
             if rank is not None:
                 found.append((rank, Path(path).name, node.lineno,
                               lines[node.lineno - 1].strip()))

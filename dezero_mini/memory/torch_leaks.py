@@ -255,7 +255,8 @@ class _Watch:
     def _step(self, series):
         """A step of ``series``: count it, unless counting now would make
         watching cost more than ``MAX_OVERHEAD`` of the script's own time
-        (then the step is skipped: a leak still grows at the next count)."""
+        (then the step is skipped: a leak still grows at the next count).
+        The first steps, enough for a verdict, are always counted."""
         started = time.perf_counter()
         if self.returned is not None:
             self.theirs += started - self.returned
@@ -272,7 +273,7 @@ class _Watch:
             self.census.start()
             self.returned = time.perf_counter()  # (starting is paid once, not per step)
             return
-        if self.every_step or not series.counts or \
+        if self.every_step or len(series.counts) <= WARM_UP + self.consecutive or \
                 self.ours + self.last_cost <= MAX_OVERHEAD * self.theirs:
             series.counts.append(self.census.take(series.steps))
             self.last_cost = time.perf_counter() - started
