@@ -428,7 +428,8 @@ def add_parser(commands):
         "be run (missing, not a file, or a syntax error)\n\n"
         "examples:\n"
         "  %(prog)s train.py\n"
-        "  %(prog)s --consecutive 3 train.py --epochs 2"))
+        "  %(prog)s --consecutive 3 train.py --epochs 2\n"
+        "  %(prog)s --steps 50 --plot memory.png train_torch.py"))
     parser.add_argument("--consecutive", type=at_least_two, default=5, metavar="N", help=(
         "report when the live objects have grown at N iterations in a row "
         "(default: %(default)s)"))
@@ -441,7 +442,7 @@ def add_parser(commands):
         "(default: %(default)s)"))
     parser.add_argument("--every-step", action="store_true", help=(
         "PyTorch scripts: count at every training step, whatever it costs (by default a "
-        "count is skipped when watching would take more than 0.4 times the script's own time)"))
+        "count is skipped when watching would take more than 0.3 times the script's own CPU time)"))
     parser.add_argument("--plot", type=_plot_file, metavar="FILE", help=(
         "PyTorch scripts: draw what was counted at each step (graphs kept, bytes with and "
         "without a graph, resident memory) into FILE (.png, .svg or .pdf)"))

@@ -27,6 +27,7 @@ outside ``no_grad``) are followed by weak reference. :meth:`Census.stop`
 gives the frozen objects back to the collector.
 """
 import gc
+import os
 import weakref
 from dataclasses import dataclass
 
@@ -91,6 +92,14 @@ def sequence_now():
 
 
 _PROBE = torch.ones((), requires_grad=True)
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _open_statm():
+    try:
+        return os.open("/proc/self/statm", os.O_RDONLY)
+    except (OSError, AttributeError):
+        return None
 
 
 class Census:
@@ -99,12 +108,14 @@ class Census:
 
     def __init__(self, process=None):
         self.process = process  # psutil.Process, or None
+        self._statm = _open_statm()  # Linux: resident memory in one read, no psutil per step
         self.started = False
         self.old_tensors = []  # weak references to tensors of before the start that may gain a graph
         self.old_storages = set()  # storages of the tensors of before the start (parameters)
         self.marks = []  # the sequence number read at each step
         self._froze = False
         self.cuda = torch.cuda.is_available()  # asked once: not a question per step
+        self._is_tensor = {}  # type -> whether it is a tensor type (issubclass, once per type)
 
     def start(self):
         """Take the objects alive now out of the counts (call again to do the
@@ -125,13 +136,31 @@ class Census:
         if self._froze:
             gc.unfreeze()
             self._froze = False
+        if self._statm is not None:
+            os.close(self._statm)
+            self._statm = None
+
+    def resident_bytes(self):
+        """The process's resident memory: /proc/self/statm where there is one
+        (a few microseconds), else psutil, else None."""
+        if self._statm is not None:
+            try:
+                return int(os.pread(self._statm, 128, 0).split()[1]) * _PAGE
+            except (OSError, ValueError, IndexError):
+                pass
+        return self.process.memory_info().rss if self.process else None
 
     def live_tensors(self):
         """(tensors with a grad_fn, tensors without one) made since the start,
         and the old tensors that have gained a grad_fn since."""
         graph, plain = [], []
+        is_tensor = self._is_tensor
         for item in gc.get_objects():
-            if issubclass(type(item), torch.Tensor):
+            kind = type(item)
+            answer = is_tensor.get(kind)
+            if answer is None:
+                answer = is_tensor[kind] = issubclass(kind, torch.Tensor)
+            if answer:
                 (graph if item.grad_fn is not None else plain).append(item)
         for reference in self.old_tensors:
             tensor = reference()
@@ -142,17 +171,19 @@ class Census:
     def take(self, step):
         """The ``StepCount`` of now, ``step`` its number."""
         graph, plain = self.live_tensors()
-        mark = sequence_now()
         before = self.marks[-1] if self.marks else -1
-        self.marks.append(mark)
         nodes = walk_graph([tensor.grad_fn for tensor in graph])
-        old = sum(node._sequence_nr() <= before for node in nodes)
+        numbers = [node._sequence_nr() for node in nodes]
+        old = sum(number <= before for number in numbers)
+        # The newest node alive now: every node made after this step has a larger number.
+        made = [number for number in numbers if number != LEAF_SEQUENCE]
+        self.marks.append(max(max(made, default=before), before))
         old_tensors = sum(tensor.grad_fn._sequence_nr() <= before for tensor in graph)
         count = StepCount(
             step=step, graph_tensors=len(graph), old_graph_tensors=old_tensors,
             graph_bytes=self._bytes(graph),
             plain_tensors=len(plain), plain_bytes=self._bytes(plain), nodes=len(nodes),
-            old_nodes=old, rss=self.process.memory_info().rss if self.process else None,
+            old_nodes=old, rss=self.resident_bytes(),
             device=torch.cuda.memory_allocated() if self.cuda else None)
         return count
 

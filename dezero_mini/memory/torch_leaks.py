@@ -55,9 +55,9 @@ DEFAULT_CONSECUTIVE = 5
 #: (x the step budget): a data-loading loop of a million rounds is not watched whole.
 IDLE_ROUNDS_FACTOR = 4
 #: Counting a step is skipped when watching would cost more than this share
-#: of the script's own time; a run is stopped after this many times the step
+#: of the script's own time (CPU time: what a loaded machine changes least); a run is stopped after this many times the step
 #: budget of steps however few were counted.
-MAX_OVERHEAD = 0.4
+MAX_OVERHEAD = 0.3
 SKIPPING_LIMIT = 20
 
 
@@ -257,7 +257,7 @@ class _Watch:
         watching cost more than ``MAX_OVERHEAD`` of the script's own time
         (then the step is skipped: a leak still grows at the next count).
         The first steps, enough for a verdict, are always counted."""
-        started = time.perf_counter()
+        started = time.process_time()
         if self.returned is not None:
             self.theirs += started - self.returned
         series.steps += 1
@@ -271,13 +271,13 @@ class _Watch:
             # Everything alive now is the program before the step counted next: its
             # objects are left out of the counts (again when idle loops started it).
             self.census.start()
-            self.returned = time.perf_counter()  # (starting is paid once, not per step)
+            self.returned = time.process_time()  # (starting is paid once, not per step)
             return
         if self.every_step or len(series.counts) <= WARM_UP + self.consecutive or \
                 self.ours + self.last_cost <= MAX_OVERHEAD * self.theirs:
             series.counts.append(self.census.take(series.steps))
-            self.last_cost = time.perf_counter() - started
-        self.returned = time.perf_counter()
+            self.last_cost = time.process_time() - started
+        self.returned = time.process_time()
         self.ours += self.returned - started
         if series.training and (len(series.counts) >= self.steps or
                                 series.steps >= SKIPPING_LIMIT * self.steps):
