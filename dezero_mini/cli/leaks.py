@@ -437,9 +437,8 @@ def add_parser(commands):
                         help=("what the script uses: auto (the default) runs a script that "
                               "imports torch as a PyTorch script, any other as a dezero_mini one"))
     parser.add_argument("--steps", type=positive_int, default=30, metavar="N", help=(
-        "PyTorch scripts: stop the script when N training steps (optimizer steps, else "
-        "rounds of the loop that calls backward) have been counted, and judge them "
-        "(default: %(default)s)"))
+        "PyTorch scripts: stop the script after N training steps (optimizer steps, else "
+        "rounds of the loop that calls backward) and judge them (default: %(default)s)"))
     parser.add_argument("--every-step", action="store_true", help=(
         "PyTorch scripts: count at every training step, whatever it costs (by default a "
         "count is skipped when watching would take more than 0.3 times the script's own CPU time)"))

@@ -174,11 +174,12 @@ class Census:
         before = self.marks[-1] if self.marks else -1
         nodes = walk_graph([tensor.grad_fn for tensor in graph])
         numbers = [node._sequence_nr() for node in nodes]
-        old = sum(number <= before for number in numbers)
+        first = self.marks[0] if self.marks else -1  # graphs of before the watch: the program's
+        old = sum(first < number <= before for number in numbers)
         # The newest node alive now: every node made after this step has a larger number.
         made = [number for number in numbers if number != LEAF_SEQUENCE]
         self.marks.append(max(max(made, default=before), before))
-        old_tensors = sum(tensor.grad_fn._sequence_nr() <= before for tensor in graph)
+        old_tensors = sum(first < tensor.grad_fn._sequence_nr() <= before for tensor in graph)
         count = StepCount(
             step=step, graph_tensors=len(graph), old_graph_tensors=old_tensors,
             graph_bytes=self._bytes(graph),

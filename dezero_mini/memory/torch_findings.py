@@ -41,7 +41,8 @@ def find_holders(finding, census, script_module, consecutive):
     nodes = walk_graph([tensor.grad_fn for tensor in graph])
     old = [node for node in nodes if node._sequence_nr() <= end]
     made_in_window = [node for node in old if start < node._sequence_nr() <= end]
-    finding.nodes = len([node for node in old if node._sequence_nr() != LEAF_SEQUENCE])
+    first = marks[0]  # the program's graphs of before the watch are not the loop's
+    finding.nodes = len([node for node in old if first < node._sequence_nr() != LEAF_SEQUENCE])
     finding.saved_per_step = saved_bytes(made_in_window, census.old_storages) / window
     held = {}
     for tensor in graph:

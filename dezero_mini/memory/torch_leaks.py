@@ -55,10 +55,8 @@ DEFAULT_CONSECUTIVE = 5
 #: (x the step budget): a data-loading loop of a million rounds is not watched whole.
 IDLE_ROUNDS_FACTOR = 4
 #: Counting a step is skipped when watching would cost more than this share
-#: of the script's own time (CPU time: what a loaded machine changes least); a run is stopped after this many times the step
-#: budget of steps however few were counted.
+#: of the script's own time (CPU time: what a loaded machine changes least).
 MAX_OVERHEAD = 0.3
-SKIPPING_LIMIT = 20
 
 
 def imports_torch(source, path=None, depth=3):
@@ -223,7 +221,7 @@ class _Watch:
         self.backward_calls += 1
         seen = self.rounds != self.rounds_at_backward
         self.rounds_at_backward = self.rounds
-        if not seen and not self.optimizer.counts and self.backward_calls > 1:
+        if not seen and not self.optimizer.steps and self.backward_calls > 1:
             self._step(self.backward)
 
     def on_enter(self, number):
@@ -242,7 +240,7 @@ class _Watch:
         if self.fresh[number]:
             self.fresh[number] = False
             return
-        if self.optimizer.counts:
+        if self.optimizer.steps:  # the optimizer marks the steps
             return
         series = self.loops[number]
         if trained:
@@ -279,8 +277,7 @@ class _Watch:
             self.last_cost = time.process_time() - started
         self.returned = time.process_time()
         self.ours += self.returned - started
-        if series.training and (len(series.counts) >= self.steps or
-                                series.steps >= SKIPPING_LIMIT * self.steps):
+        if series.training and series.steps >= self.steps:
             self.conclude()
             raise _BudgetReached()
 
@@ -288,7 +285,7 @@ class _Watch:
         """The series to judge: the optimizer's steps where there were any,
         else the loop that trained most (the outermost of equals), else the
         backward calls, else the loop that went round most."""
-        if self.optimizer.counts:
+        if self.optimizer.steps:
             return self.optimizer
         trained = [(len(loop.counts), -depth, loop)
                    for loop, depth in zip(self.loops, self.loop_depths)

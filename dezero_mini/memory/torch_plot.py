@@ -50,7 +50,8 @@ def record_torch_script(path, *script_args, steps=50, label=None):
     ``TorchRecord``. RuntimeError when the script fails or makes no step."""
     from dezero_mini.memory.torch_leaks import watch_script
 
-    run = watch_script(path, script_args=script_args, steps=steps, every_step=True)
+    run = watch_script(path, script_args=script_args, steps=steps + 1,  # the first starts the watch
+                       every_step=True)
     if run.error is not None:
         raise RuntimeError(f"{Path(path).name} raised {type(run.error).__name__}: "
                            f"{run.error}") from run.error
