@@ -92,7 +92,9 @@ def report_lines(finding, script_name, how):
                 "went round often enough" if made == 0 else
                 "not judged: too few steps (run more, or give --steps)"], 0
     last = series.counts[-1]
-    counted = "" if len(series.counts) == series.steps else f", {len(series.counts)} counted"
+    # (the first step starts the watch: it is never counted)
+    counted = ("" if len(series.counts) >= series.steps - 1 else
+               f", {len(series.counts)} counted")
     lines = [f"{HEADER}: {script_name} {how} after {series.steps} of {series.name}{counted} ==="]
     if growth.leaking:
         if finding.holders:
