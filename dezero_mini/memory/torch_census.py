@@ -155,6 +155,10 @@ class Census:
         and the old tensors that have gained a grad_fn since."""
         graph, plain = [], []
         is_tensor = self._is_tensor
+        # Garbage of the young generations (cycles the collector has not reached
+        # yet) would make the counts depend on when it last ran: it goes first.
+        if gc.isenabled():
+            gc.collect(1)
         for item in gc.get_objects():
             kind = type(item)
             answer = is_tensor.get(kind)
