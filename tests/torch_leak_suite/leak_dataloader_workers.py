@@ -1,16 +1,6 @@
 """A DataLoader with two worker processes, and total += loss in the main one."""
 import torch
-from suite_common import mse, small_model
-
-
-class Squares(torch.utils.data.Dataset):
-    def __len__(self):
-        return 640
-
-    def __getitem__(self, index):
-        generator = torch.Generator().manual_seed(index)
-        x = torch.randn(4, generator=generator)
-        return x, x.sum(0, keepdim=True)
+from suite_common import Squares, mse, small_model
 
 
 if __name__ == "__main__":
