@@ -238,12 +238,29 @@ $(GRADERS_STAMP): $(TEST_STAMP)
 test-graders: dot $(GRADERS_STAMP)
 	$(VPY) -m pytest tests/test_graders.py $(PYTEST_ARGS)
 # PyTorch for the tests that need it (the leak finder on PyTorch scripts, the differential
-# test): a CPU build, from PyTorch's own index by default, since PyPI's Linux wheel is a
-# multi-gigabyte CUDA build. Elsewhere: make test-torch TORCH_PIP_ARGS="--index-url URL".
-TORCH_PIP_ARGS ?= --index-url https://download.pytorch.org/whl/cpu --extra-index-url https://pypi.org/simple
+# test), a CPU build where one can be had, tried in this order:
+#  1. from the package index pip is set up with (PyPI, and any wheel house or mirror of
+#     its configuration): torch==$(TORCH_VERSION)+cpu on Linux x86-64 (a CPU build, about
+#     200 MB, found where a mirror or local wheel house has it), plain torch==$(TORCH_VERSION)
+#     elsewhere, where PyPI's wheel is the CPU build (macOS, Windows, Linux aarch64);
+#  2. on Linux x86-64, from PyTorch's own CPU index (TORCH_CPU_INDEX), given 15 s to answer;
+#  3. PyPI's torch==$(TORCH_VERSION): on Linux x86-64 the CUDA build, with its nvidia-*
+#     packages (several GB; it runs on a CPU too). Said before it starts.
+# Elsewhere: make test-torch TORCH_PIP_ARGS="--index-url URL" (used for every attempt).
+TORCH_VERSION ?= 2.13.0
+TORCH_CPU_INDEX ?= https://download.pytorch.org/whl/cpu
+TORCH_PIP_ARGS ?=
+TORCH_PIP := $(VPY) -m pip install --disable-pip-version-check $(TORCH_PIP_ARGS)
 test-torch: $(TEST_STAMP)
-	$(VPY) -c 'import torch' 2>/dev/null || $(VPY) -m pip install --disable-pip-version-check $(TORCH_PIP_ARGS) "torch==2.13.0"
-	$(VPY) -m pytest tests/test_torch_leaks.py tests/test_vs_torch.py $(PYTEST_ARGS)
+	@$(VPY) -c 'import torch' 2>/dev/null || { \
+	  if [ "$$(uname -s)-$$(uname -m)" = "Linux-x86_64" ]; then \
+	    $(TORCH_PIP) "torch==$(TORCH_VERSION)+cpu" || \
+	    $(TORCH_PIP) --timeout 15 --retries 0 --index-url "$(TORCH_CPU_INDEX)" \
+	      --extra-index-url https://pypi.org/simple "torch==$(TORCH_VERSION)+cpu" || { \
+	      echo "make: no CPU build of torch $(TORCH_VERSION) could be had; installing PyPI's (the CUDA build: several GB)"; \
+	      $(TORCH_PIP) "torch==$(TORCH_VERSION)"; }; \
+	  else $(TORCH_PIP) "torch==$(TORCH_VERSION)"; fi; }
+	$(VPY) -m pytest tests/test_torch_leaks.py tests/test_torch_leak_suite.py tests/test_vs_torch.py $(PYTEST_ARGS)
 
 clean:
 	rm -rf build

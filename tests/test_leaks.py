@@ -693,7 +693,7 @@ def test_a_loop_that_makes_no_framework_object_is_not_compared(capsys, tmp_path)
 def test_only_loop_statements_are_marked_not_comprehensions():
     from dezero_mini.cli.leaks import compile_with_loop_marks
 
-    _, lines = compile_with_loop_marks(textwrap.dedent("""
+    _, loops = compile_with_loop_marks(textwrap.dedent("""
         squares = [i * i for i in range(3)]
         for i in range(2):
             pass
@@ -705,7 +705,8 @@ def test_only_loop_statements_are_marked_not_comprehensions():
             async for x in xs:
                 pass
     """), "train.py")
-    assert sorted(lines) == [3, 7, 10]
+    assert sorted(loop.line for loop in loops) == [3, 7, 10]
+    assert [loop.depth for loop in loops] == [0, 0, 0]  # a function's loop is in no other
 
 
 def test_the_scripts_tracebacks_keep_their_line_numbers(capsys, tmp_path):

@@ -16,7 +16,7 @@ from dezero_mini.cli import main
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "pytorch"
 
-#: (example, the name that keeps the graph, what its fix must say, saved tensors kept)
+#: (example, the name that keeps the graph, what its fix must say, saved tensors kept per step)
 PATTERNS = [
     ("total_loss.py", "total_loss", "total_loss += loss.item()", False),
     ("losses_list.py", "losses", "`.item()`", False),
@@ -42,20 +42,21 @@ def torch():
                          ids=[pattern[0] for pattern in PATTERNS])
 def test_each_leaking_loop_is_reported_with_its_name_and_fix(torch, capsys, example, name,
                                                              fix, saves):
-    code, out, err = leaks(capsys, "--steps", "12", str(EXAMPLES / example))
+    code, out, err = leaks(capsys, "--every-step", "--steps", "12", str(EXAMPLES / example))
     assert code == 1, out + err
-    reported = [line for line in out.splitlines() if " keeps an autograd graph of " in line]
+    reported = [line for line in out.splitlines() if " keeps the graphs of earlier steps" in line]
     assert len(reported) == 1 and reported[0].startswith(f"{name} (a global of {example})")
-    assert "more per step" in reported[0]
-    assert ("of saved tensors" in reported[0]) == saves
+    growth = next(line for line in out.splitlines() if line.startswith("growth per step: +"))
+    assert (", +0 B saved for backward" not in growth) == saves, growth
     assert fix in out and "Traceback" not in err
 
 
 @pytest.mark.parametrize("example", [pattern[0] for pattern in PATTERNS])
 def test_each_fixed_loop_is_clean(torch, capsys, example):
-    code, out, err = leaks(capsys, "--steps", "12", str(EXAMPLES / example), "--fixed")
+    code, out, err = leaks(capsys, "--every-step", "--steps", "12", str(EXAMPLES / example),
+                           "--fixed")
     assert code == 0, out + err
-    assert "no name keeps a growing autograd graph across steps" in out
+    assert "no graph outlives its step" in out or "nothing outlives its step" in out
 
 
 def test_a_correct_loop_of_1000_steps_is_clean(torch, capsys):
@@ -68,9 +69,9 @@ def test_a_correct_loop_of_1000_steps_is_clean(torch, capsys):
 def test_the_graph_is_measured_in_nodes_per_step(torch, capsys):
     """total_loss += loss adds the loss's graph (7 nodes of a 2-layer MLP's
     loss, the parameters' AccumulateGrad nodes shared) at every step."""
-    code, out, _ = leaks(capsys, "--steps", "10", str(EXAMPLES / "total_loss.py"))
-    first = next(line for line in out.splitlines() if line.startswith("total_loss"))
-    assert code == 1 and ", 7 more per step," in first
+    code, out, _ = leaks(capsys, "--every-step", "--steps", "10", str(EXAMPLES / "total_loss.py"))
+    growth = next(line for line in out.splitlines() if line.startswith("growth per step"))
+    assert code == 1 and growth.startswith("growth per step: +7 autograd nodes"), out
 
 
 def write(tmp_path, text):
@@ -95,17 +96,17 @@ LOOP = textwrap.dedent("""
 
 @pytest.mark.parametrize("ending, code, said", [
     ("raise ValueError('bad data')", 1, "ValueError: bad data"),
-    ("import sys; sys.exit(3)", 3, "ended with exit status 3"),
+    ("import sys; sys.exit(3)", 3, "ended with sys.exit(3)"),
     ("import sys; sys.exit('fatal: no data')", 1, "fatal: no data"),
-    ("import os; os._exit(0)", 1, "ended itself with os._exit(0); judging"),
+    ("import os; os._exit(0)", 1, "ended itself with os._exit(0); the steps it made are judged"),
 ])
 def test_the_scripts_fate_is_its_exit_status(torch, capsys, tmp_path, ending, code, said):
     """A script that fails or cuts itself off is never judged clean: its
     own failure is the exit status, and os._exit(0) after a leak is a leak."""
     script = write(tmp_path, LOOP.replace("range(50)", "range(8)") + ending + "\n")
-    status, out, err = leaks(capsys, str(script))
+    status, out, err = leaks(capsys, "--every-step", str(script))
     assert status == code and said in err
-    assert "no name keeps" not in out
+    assert "kept (a global of script.py) keeps the graphs of earlier steps" in out, out
 
 
 def test_a_loop_without_an_optimizer_is_followed_by_its_rounds(torch, capsys, tmp_path):
@@ -146,12 +147,13 @@ def test_the_memory_plot_of_a_leaking_and_a_fixed_loop(torch):
     assert len(leaking.nodes) == len(fixed.nodes) == 15
     assert all(b > a for a, b in zip(leaking.nodes, leaking.nodes[1:]))
     assert len(set(fixed.nodes)) == 1
-    assert leaking.saved_bytes[-1] > leaking.saved_bytes[0] and len(set(fixed.saved_bytes)) == 1
+    assert leaking.saved_bytes[-1] > leaking.saved_bytes[0] and len(set(fixed.saved_bytes[2:])) == 1  # after the warm-up
     figure = plot_torch_runs([leaking, fixed])
     for axis in figure.axes:
         assert axis.get_title() and axis.get_xlabel() and axis.get_ylabel()
-        assert [text.get_text() for text in axis.get_legend().get_texts()] == [
-            leaking.label, fixed.label]
+        legend = [text.get_text() for text in axis.get_legend().get_texts()]
+        assert any(leaking.label in text for text in legend)
+        assert any(fixed.label in text for text in legend)
 
 
 def test_the_stored_example_of_lesson_07_shows_the_leak_and_its_fix():
@@ -169,4 +171,80 @@ def test_the_stored_example_of_lesson_07_shows_the_leak_and_its_fix():
     leaking, fixed = (TorchRecord(**record) for record in stored["records"])
     assert (leaking.label, fixed.label) == EXAMPLE_LABELS
     assert all(b > a for a, b in zip(leaking.nodes, leaking.nodes[1:]))
-    assert len(set(fixed.nodes)) == 1 and len(set(fixed.saved_bytes)) == 1
+    assert len(set(fixed.nodes)) == 1 and len(set(fixed.saved_bytes[2:])) == 1  # after the warm-up
+
+
+def _counts(old_nodes, plain=None):
+    from dezero_mini.memory.torch_census import StepCount
+
+    plain = plain or [0] * len(old_nodes)
+    return [StepCount(step=index + 1, graph_tensors=1, old_graph_tensors=0, graph_bytes=4,
+                      plain_tensors=cached, plain_bytes=64 * cached, nodes=10 + old,
+                      old_nodes=old, rss=None, device=None)
+            for index, (old, cached) in enumerate(zip(old_nodes, plain))]
+
+
+@pytest.mark.parametrize("old_nodes, leaking", [
+    ([0, 0, 7, 14, 21, 28, 35, 42], True),  # total_loss += loss
+    ([0, 0, 7, 14, 14, 21, 28, 35], True),  # one step without growth: still persistent
+    ([0, 9, 18, 27, 27, 27, 27, 27], False),  # grew in the warm-up, then flat (a bounded deque)
+    ([0, 0, 5, 0, 5, 0, 5, 0], False),  # a graph kept one step at a time
+    ([0, 0, 0, 0, 0, 0, 0, 0], False),
+    ([0, 0, 0, 0, 0, 3, 6, 9], False),  # three rises in five: not yet persistent
+])
+def test_a_leak_is_growth_of_old_nodes_that_persists(torch, old_nodes, leaking):
+    from dezero_mini.memory.torch_leaks import judge
+
+    assert judge(_counts(old_nodes)).leaking is leaking
+
+
+def test_a_growing_cache_of_detached_tensors_is_no_leak_of_graphs(torch):
+    from dezero_mini.memory.torch_leaks import judge
+
+    growth = judge(_counts([0] * 8, plain=list(range(8))))
+    assert not growth.leaking and growth.detached_cache and growth.plain_bytes == 64
+
+
+def test_too_few_steps_are_not_judged(torch):
+    from dezero_mini.memory.torch_leaks import judge
+
+    assert judge(_counts([0, 0, 7, 14])) is None
+
+
+def test_no_tensor_is_turned_into_text_while_a_loop_is_watched(torch, capsys, tmp_path,
+                                                              monkeypatch):
+    """optimizer.state is keyed by the parameters: a walk that names keys by
+    their repr built every parameter's text at every step (13.9x with Adam)."""
+    made = []
+    real_repr = torch.Tensor.__repr__
+
+    def counting_repr(tensor, *args, **kwargs):
+        made.append(1)
+        return real_repr(tensor, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "__repr__", counting_repr)
+    script = write(tmp_path, LOOP.replace("torch.optim.SGD([w], lr=0.1)",
+                                          "torch.optim.Adam([w], lr=0.1)"))
+    code, out, _ = leaks(capsys, "--every-step", "--steps", "12", str(script))
+    assert code == 1 and "kept (a global of script.py)" in out
+    assert made == []
+
+
+def test_the_plot_command_writes_the_counts_whole(torch, capsys, tmp_path):
+    picture = tmp_path / "memory.svg"
+    code, out, _ = leaks(capsys, "--every-step", "--steps", "8", "--plot", str(picture),
+                         str(EXAMPLES / "activation_cache.py"))
+    text = picture.read_text()
+    assert code == 1 and f"memory plot written to {picture}" in out
+    for title in ("what outlives its step (graphs kept)", "training step", "KiB", "MiB",
+                  "without (detached caches)"):
+        assert title in text
+    assert [path.name for path in tmp_path.iterdir()] == ["memory.svg"]  # no temporary left
+
+
+@pytest.mark.parametrize("name", ["memory.txt", "missing-folder/memory.png"])
+def test_a_bad_plot_file_is_refused_before_the_run(capsys, tmp_path, name):
+    with pytest.raises(SystemExit) as ended:
+        main(["leaks", "--plot", str(tmp_path / name), str(EXAMPLES / "total_loss.py")])
+    err = capsys.readouterr().err
+    assert ended.value.code == 2 and "--plot" in err and "Traceback" not in err

@@ -67,7 +67,7 @@ import traceback
 from pathlib import Path
 
 from dezero_mini.arguments import at_least_two, positive_int
-from dezero_mini.atomic import not_a_file
+from dezero_mini.atomic import not_a_file, output_target_problem
 from dezero_mini.cli.guard import EXIT_NO_VERDICT, Terminated, end_for_lost_output, silence
 from dezero_mini.cli.options import command_parser
 from dezero_mini.memory.leaks import judge, report_between, survivors_between
@@ -278,9 +278,9 @@ def _run_leaks(args, out):
     framework = getattr(args, "framework", "auto")
     try:
         source = path.read_bytes()
-        if framework == "torch" or (framework == "auto" and imports_torch(source)):
+        if framework == "torch" or (framework == "auto" and imports_torch(source, path)):
             return run_torch_leaks(args, path, source, out, prog)
-        code, loop_lines = compile_with_loop_marks(source, str(path))
+        code, loops = compile_with_loop_marks(source, str(path))
     except SyntaxError:
         print(f"{prog}: error: {args.script} cannot be run:", file=sys.stderr)
         traceback.print_exc(limit=0, file=sys.stderr)
@@ -291,7 +291,7 @@ def _run_leaks(args, out):
 
     module = new_main_module(path)
     namespaces = [(module.__dict__, path.name)]
-    watch = _Watch(args.consecutive, namespaces, out, path.name, loop_lines)
+    watch = _Watch(args.consecutive, namespaces, out, path.name, [loop.line for loop in loops])
     module.__dict__[ROUND] = watch.round
     tracker = watch.tracker = Tracker(mark_on_backward=True, on_mark=watch.on_backward).start()
 
@@ -415,17 +415,21 @@ def add_parser(commands):
         "loop keeps alive: objects and bytes per iteration, and the shortest\n"
         "chain of references from a name of the script (total_loss,\n"
         "trainer.history['loss'][3], a closure, ...) to the largest surviving graph.\n\n"
-        "A script that imports torch is judged by the autograd graphs that its\n"
-        "names hold at each optimizer step (PyTorch keeps a graph's tensors in its\n"
-        "C++ nodes, where counting Python objects cannot see them): a name whose\n"
-        "graph grew at several steps in a row is reported with the graph's nodes,\n"
-        "its saved bytes, and the fix that fits.\n\n"
+        "A script that imports torch (itself or through its own modules) is\n"
+        "judged at each training step (an optimizer step, else a round of the\n"
+        "loop that calls backward): the tensors with and without a graph, their\n"
+        "bytes, the autograd nodes that outlive their step (PyTorch keeps a\n"
+        "graph in C++ nodes, where counting Python objects cannot see it) and\n"
+        "resident memory. Graphs that outlive their steps are a leak, named by\n"
+        "the chain of references that holds them, the line that stores them,\n"
+        "the bytes kept per step and the fix; --plot draws the counts.\n\n"
                 "exit status: the script's own when it fails (1 for an exception, N for\n"
         "sys.exit(N)); else 0 nothing grows, 1 something grows; 2 the script cannot\n"
         "be run (missing, not a file, or a syntax error)\n\n"
         "examples:\n"
         "  %(prog)s train.py\n"
-        "  %(prog)s --consecutive 3 train.py --epochs 2"))
+        "  %(prog)s --consecutive 3 train.py --epochs 2\n"
+        "  %(prog)s --steps 50 --plot memory.png train_torch.py"))
     parser.add_argument("--consecutive", type=at_least_two, default=5, metavar="N", help=(
         "report when the live objects have grown at N iterations in a row "
         "(default: %(default)s)"))
@@ -433,8 +437,14 @@ def add_parser(commands):
                         help=("what the script uses: auto (the default) runs a script that "
                               "imports torch as a PyTorch script, any other as a dezero_mini one"))
     parser.add_argument("--steps", type=positive_int, default=30, metavar="N", help=(
-        "PyTorch scripts: stop the script after N optimizer steps (or loop rounds, "
-        "without an optimizer) and judge them (default: %(default)s)"))
+        "PyTorch scripts: stop the script after N training steps (optimizer steps, else "
+        "rounds of the loop that calls backward) and judge them (default: %(default)s)"))
+    parser.add_argument("--every-step", action="store_true", help=(
+        "PyTorch scripts: count at every training step, whatever it costs (by default a "
+        "count is skipped when watching would take more than 0.3 times the script's own CPU time)"))
+    parser.add_argument("--plot", type=_plot_file, metavar="FILE", help=(
+        "PyTorch scripts: draw what was counted at each step (graphs kept, bytes with and "
+        "without a graph, resident memory) into FILE (.png, .svg or .pdf)"))
     # SCRIPT is checked by run_leaks: required here, argparse would say that
     # ARGS, which may be empty, is required too.
     parser.add_argument("script", nargs="?", metavar="SCRIPT", help="the Python script to run")
@@ -442,6 +452,16 @@ def add_parser(commands):
                         help="arguments for the script")
     parser.set_defaults(run=run_leaks, parser=parser, explain_unrecognized=dash_named_script,
                         lost_output_status=EXIT_NO_VERDICT)
+
+
+def _plot_file(text):
+    """``--plot FILE``: a file that can be written, ending in .png, .svg or .pdf."""
+    from dezero_mini.cli.leaks_torch import PLOT_SUFFIXES
+
+    problem = output_target_problem(text, PLOT_SUFFIXES)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def dash_named_script(unrecognized):

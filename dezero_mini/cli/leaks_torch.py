@@ -1,96 +1,190 @@
-"""``leaks`` on a PyTorch script: which names keep an autograd graph across steps.
+"""``leaks`` on a PyTorch script: what grows at each training step, and what holds it.
 
-``python -m dezero_mini leaks train.py`` runs a script that imports
-``torch`` here instead of in :mod:`dezero_mini.cli.leaks` (or with
-``--framework torch``). The watching and judging is
-:mod:`dezero_mini.memory.torch_leaks`; this module prints the report and
-chooses the exit status as for a dezero_mini script: 0 nothing grows, 1 a
-name keeps a growing graph (or the script raised an error of its own, shown
-with its traceback), 2 the script cannot be run at all, and the script's own
-status when it ended with ``sys.exit(N)``. A script that cuts itself off
-with ``os._exit`` is judged on the steps it made.
+Usage::
+
+    python -m dezero_mini leaks train.py --epochs 2          # verdict, exit 1 on a leak
+    python -m dezero_mini leaks --steps 50 train.py          # judge 50 training steps
+    python -m dezero_mini leaks --plot memory.png train.py   # and draw what was counted
+
+A script that imports ``torch`` (itself or through a module of its own
+folder) is run here (``--framework torch`` forces it). At each training step
+(an optimizer step; else a round of the loop that calls ``backward``) the
+process's tensors with and without a graph, their bytes, the autograd nodes
+that outlived their step, and resident memory are counted
+(:mod:`dezero_mini.memory.torch_leaks`). A loop whose graphs outlive their
+steps at almost every step is a leak, named when the tensors can be
+followed back to a holder (a global, an attribute, a buffer, a list, a dict,
+a closure, a default argument, a saved traceback), with the line that stores
+into it, the bytes kept per step and the fix; a leak without a name is
+reported with what grows. Tensors without a graph that grow (a cache of
+detached values) are named but are not a leak of graphs.
+
+The verdict comes first; a script that failed has its own error shown
+after it. Exit status: the script's own when it failed (1 for an exception,
+N for ``sys.exit(N)``), else 1 for a leak and 0 when nothing grows (also
+after ``os._exit(0)``); 2 when it cannot be run. With ``--plot FILE`` (``.png``, ``.svg`` or
+``.pdf``) the counts are drawn, step by step, into FILE (written whole or
+not at all).
 """
-import gc
 import sys
 import traceback
 
 from dezero_mini.memory.refgraph import format_bytes
 
 HEADER = "=== dezero_mini leaks (PyTorch)"
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
-def _report(leaks, series, out):
-    for leak in leaks:
-        saved = (f"{format_bytes(leak.saved_bytes)} of saved tensors "
-                 f"({format_bytes(max(leak.saved_bytes_per_step, 0))} more per {series.unit})"
-                 if leak.saved_bytes else
-                 "no saved tensors (backward freed them; the nodes stay)")
-        followers = (f"\n  (and so does {', '.join(leak.followers)}, computed from it)"
-                     if leak.followers else "")
-        print(f"{leak.path} ({leak.where}) keeps an autograd graph of {leak.nodes} nodes, "
-              f"{leak.nodes_per_step:g} more per {series.unit}, and {saved}{followers}\n"
-              f"  fix: {leak.fix}", file=out)
-    if series.device and series.device[-1] is not None:
-        print(f"device memory allocated: {format_bytes(series.device[0])} at the first "
-              f"{series.unit}, {format_bytes(series.device[-1])} at the last", file=out)
+def fix_for(holder):
+    """The fix that fits a ``Holder``."""
+    path = holder.path
+    if holder.kind == "exception":
+        return ("keep `traceback.format_exc()` (a string), not the exception, its traceback or "
+                "`sys.exc_info()`: their frames keep every local of the step alive")
+    if holder.kind == "buffer":
+        return (f"update {path} under `torch.no_grad()` (or store `.detach()`ed values): an "
+                "update outside it chains every step's graph onto the buffer or parameter")
+    if holder.kind in ("default", "closure"):
+        return (f"store `.detach()` (or `.item()`) in {path}, not the tensor: a "
+                f"{'default argument' if holder.kind == 'default' else 'closure'} lives as "
+                "long as its function")
+    if holder.kind == "container":
+        return (f"store numbers (`.item()`) or detached tensors (`.detach()`) in {path}, not "
+                "the tensors themselves, or compute what needs no gradient under "
+                "`torch.no_grad()`")
+    if holder.scalar:
+        return (f"add up a Python number: `{path} += loss.item()` (or `.item()` of whatever "
+                f"is added), or `{path} = {path}.detach()`")
+    if holder.kind == "attribute":
+        return (f"keep `value.detach()` in {path}, or compute it under `torch.no_grad()` if "
+                "no gradient must flow through it")
+    return (f"{path} feeds the next step with its whole history: `{path} = {path}.detach()` "
+            "at the start of each step (each window of truncated backpropagation), or "
+            "compute it under `torch.no_grad()` if no gradient must flow through it")
+
+
+def _per_step(value, unit=""):
+    sign = "+" if value >= 0 else "-"
+    if unit == "bytes":
+        return f"{sign}{format_bytes(round(abs(value)))}"
+    return f"{sign}{round(abs(value), 1):g}"
+
+
+def _holder_lines(finding, what):
+    lines = []
+    for holder in finding.holders:
+        lines.append(f"{holder.path} ({holder.root}) {what}: {holder.links}")
+        for file_name, line, code in holder.lines:
+            lines.append(f"  stored at {file_name}:{line}: {code}")
+        if what.startswith("keeps the graphs"):
+            lines.append(f"  fix: {fix_for(holder)}")
+    return lines
+
+
+def report_lines(finding, script_name, how):
+    """The report of ``finding`` as lines; the verdict is 1 for a leak, else 0."""
+    series, growth = finding.series, finding.growth
+    if series is None or growth is None:
+        made = 0 if series is None else len(series.counts)
+        return [f"{HEADER}: {script_name} made {made} training steps; leaks needs at least 5 "
+                "(2 of warm-up, 3 to compare) to judge ===",
+                "not judged: no optimizer step, and no loop of the script that calls backward() "
+                "went round often enough" if made == 0 else
+                "not judged: too few steps (run more, or give --steps)"], 0
+    last = series.counts[-1]
+    # (the first step starts the watch: it is never counted)
+    counted = ("" if len(series.counts) >= series.steps - 1 else
+               f", {len(series.counts)} counted")
+    lines = [f"{HEADER}: {script_name} {how} after {series.steps} of {series.name}{counted} ==="]
+    if growth.leaking:
+        if finding.holders:
+            lines += _holder_lines(finding, "keeps the graphs of earlier steps")
+        else:
+            lines.append(f"no Python name holds the growing graph: {finding.tensors} tensors "
+                         f"with a graph reach {finding.nodes} autograd nodes of earlier steps "
+                         "(held in C++: a hook on a tensor, a graph saved by another graph, "
+                         "or an object the search could not name)")
+        lines.append(
+            f"growth per {series.unit}: {_per_step(growth.nodes)} autograd nodes that outlive "
+            f"their step ({finding.nodes} kept), {_per_step(finding.saved_per_step, 'bytes')} "
+            f"saved for backward by them, {_per_step(finding.held_per_step, 'bytes')} of "
+            f"tensors with a graph held, {_per_step(growth.graph_tensors)} tensors with a graph"
+            + (f", {_per_step(growth.rss, 'bytes')} resident memory" if growth.rss is not None
+               else ""))
+        return lines + _device_line(series), 1
+    if growth.detached_cache:
+        lines.append(f"no graph outlives its step; tensors without a graph grow: "
+                     f"{_per_step(growth.plain_tensors)} per {series.unit} "
+                     f"({_per_step(growth.plain_bytes, 'bytes')}), {last.plain_tensors} now "
+                     "(a cache of detached values: fine if it is meant to grow, else bound it)")
+        lines += _holder_lines(finding, "holds them")
+        return lines + _device_line(series), 0
+    lines.append(f"nothing outlives its step: no autograd node or tensor with a graph grows "
+                 f"across {series.unit}s (at the last: {last.nodes} nodes reachable, "
+                 f"{last.graph_tensors} tensors with a graph, {last.plain_tensors} without)")
+    return lines + _device_line(series), 0
+
+
+def _device_line(series):
+    first, last = series.counts[0].device, series.counts[-1].device
+    if last is None:
+        return []
+    return [f"device memory allocated (torch.cuda.memory_allocated; untested without a GPU): "
+            f"{format_bytes(first)} at the first {series.unit}, {format_bytes(last)} at the last"]
 
 
 def run_torch_leaks(args, path, source, out, prog):
-    """Run the PyTorch script ``path`` (its ``source`` already read) and
-    judge its steps; returns the exit status."""
+    """Run the PyTorch script ``path`` (its ``source`` already read), print
+    the verdict, then the script's own error; returns the exit status."""
+    plot = getattr(args, "plot", None)
     try:
-        from dezero_mini.memory.torch_leaks import DEFAULT_STEPS, judge, watch_script
+        from dezero_mini.memory.torch_leaks import DEFAULT_STEPS, watch_script
 
         run = watch_script(path, source, args.script_args,
-                           steps=getattr(args, "steps", DEFAULT_STEPS))
+                           steps=getattr(args, "steps", DEFAULT_STEPS),
+                           consecutive=args.consecutive,
+                           every_step=getattr(args, "every_step", False))
     except ImportError as error:
         if (error.name or "").partition(".")[0] != "torch":
             raise
         print(f"{prog}: error: {path.name} imports torch, which is not installed here. "
-              "Install a CPU build (pip install torch --index-url "
-              "https://download.pytorch.org/whl/cpu), then run leaks again", file=sys.stderr)
+              "Install it (pip install torch; `make test-torch` installs a CPU build), then "
+              "run leaks again", file=sys.stderr)
         return 2
     except SyntaxError:
         print(f"{prog}: error: {path.name} cannot be run:", file=sys.stderr)
         traceback.print_exc(limit=0, file=sys.stderr)
         return 2
+    how = ("stopped by leaks" if run.stopped else
+           "failed" if run.error is not None or run.exit_code else "finished")
+    if run.cut_off:
+        how = f"ended itself with os._exit({run.exit_code})"
+    lines, verdict = report_lines(run.finding, path.name, how)
+    if run.stopped:
+        lines[0] = lines[0].replace(" ===", f" (--steps {args.steps}) ===")
+    sys.stdout.flush()
+    print("\n".join(lines), file=out, flush=True)
+    if plot and run.series is not None and run.series.counts:
+        from dezero_mini.memory.torch_plot import write_plot
+
+        write_plot(plot, run.series, path.name)
+        print(f"memory plot written to {plot}", file=out, flush=True)
+    status = verdict
     if run.error is not None:
-        print(f"{prog}: error: {path.name} stopped with an exception:", file=sys.stderr)
+        print(f"{prog}: {path.name} stopped with an exception (the steps before it are judged "
+              "above):", file=sys.stderr)
         error = run.error
         traceback.print_exception(type(error), error, error.__traceback__.tb_next,
                                   file=sys.stderr)
-        return 1
-    if run.exit_code and not run.cut_off:
+        status = 1
+    elif run.exit_code:
         if run.exit_message:
             print(run.exit_message, file=sys.stderr)
-        print(f"{prog}: error: {path.name} ended with exit status {run.exit_code} before it "
-              "could be judged", file=sys.stderr)
-        return run.exit_code
-    if run.cut_off:
-        print(f"{prog}: {path.name} ended itself with os._exit({run.exit_code}); judging the "
-              "steps it made", file=sys.stderr)
-
-    series, consecutive = run.series, args.consecutive
-    if series is None or len(series.snapshots) < consecutive + 1:
-        counted = 0 if series is None else len(series.snapshots)
-        print(f"{HEADER}: {path.name} made {counted} optimizer steps or loop rounds; leaks "
-              f"needs {consecutive + 1} to see growth (--consecutive {consecutive}) ===",
-              file=out)
-        return 0
-    gc.collect()
-    leaks = judge(series, consecutive)
-    how = "stopped by leaks" if run.stopped else "finished"
-    print(f"{HEADER}: {path.name} {how} after {len(series.snapshots)} of {series.name}"
-          f"{f' (--steps {args.steps})' if run.stopped else ''} ===", file=out)
-    if not leaks:
-        if run.cut_off and run.exit_code:
-            return run.exit_code
-        last = series.snapshots[-1].values()
-        largest = max(last, key=lambda held: held.size.nodes, default=None)
-        held = (f"; the largest graph a name holds at the end is {largest.path}'s, "
-                f"{largest.size.nodes} nodes" if largest else "")
-        print(f"no name keeps a growing autograd graph across {series.unit}s{held}", file=out)
-        _report([], series, out)
-        return 0
-    _report(leaks, series, out)
-    return 1
+        what = "os._exit" if run.cut_off else "sys.exit"
+        print(f"{prog}: {path.name} ended with {what}({run.exit_code}) (the steps before it "
+              "are judged above)", file=sys.stderr)
+        status = run.exit_code
+    elif run.cut_off:
+        print(f"{prog}: {path.name} ended itself with os._exit(0); the steps it made are "
+              "judged above", file=sys.stderr)
+    return status

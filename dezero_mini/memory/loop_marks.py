@@ -17,37 +17,64 @@ import builtins
 import contextlib
 import sys
 import types
+from dataclasses import dataclass
 from pathlib import Path
 
 ROUND = "__dezero_mini_leaks_round__"  # a dunder name: never shown as a root
+ENTER = "__dezero_mini_leaks_enter__"  # called before a loop statement starts (mark_entries)
+
+
+@dataclass(frozen=True)
+class LoopMark:
+    """A loop of the script: its ``line`` and ``depth`` (0 for a loop that
+    is in no other loop of its function; comprehensions are not loops here)."""
+
+    line: int
+    depth: int
 
 
 class _MarkLoopRounds(ast.NodeTransformer):
-    """Put ``ROUND(k)`` at the top of the body of every loop statement;
-    ``lines[k]`` is loop k's line."""
+    """Put ``ROUND(k)`` at the top of the body of every loop statement (and,
+    with ``mark_entries``, ``ENTER(k)`` just before the statement: the next
+    round is the first of a new run of the loop); ``loops[k]`` is loop k."""
 
-    def __init__(self):
-        self.lines = []
+    def __init__(self, mark_entries):
+        self.loops = []
+        self.mark_entries = mark_entries
+        self.depth = 0
+
+    def _call(self, name, number, where):
+        call = ast.Expr(ast.Call(ast.Name(name, ast.Load()), [ast.Constant(number)], []))
+        for piece in ast.walk(call):
+            ast.copy_location(piece, where)
+        return call
 
     def _loop(self, node):
+        number = len(self.loops)
+        self.loops.append(LoopMark(node.lineno, self.depth))
+        self.depth += 1
         self.generic_visit(node)
-        call = ast.Expr(ast.Call(ast.Name(ROUND, ast.Load()), [ast.Constant(len(self.lines))], []))
-        for piece in ast.walk(call):  # the location of the body's first line
-            ast.copy_location(piece, node.body[0])
-        node.body.insert(0, call)
-        self.lines.append(node.lineno)
+        self.depth -= 1
+        node.body.insert(0, self._call(ROUND, number, node.body[0]))  # the body's first line
+        return [self._call(ENTER, number, node), node] if self.mark_entries else node
+
+    def _function(self, node):  # a loop in a function called from a loop is not nested in it
+        depth, self.depth = self.depth, 0
+        self.generic_visit(node)
+        self.depth = depth
         return node
 
     visit_For = visit_AsyncFor = visit_While = _loop
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
 
 
-def compile_with_loop_marks(source, filename):
+def compile_with_loop_marks(source, filename, mark_entries=False):
     """(the code of the script with a mark at each round of its loops, the
-    line of each loop). Raises SyntaxError as ``compile`` would."""
+    ``LoopMark`` of each loop). Raises SyntaxError as ``compile`` would."""
     tree = ast.parse(source, filename)
-    marker = _MarkLoopRounds()
+    marker = _MarkLoopRounds(mark_entries)
     tree = marker.visit(tree)
-    return compile(tree, filename, "exec", dont_inherit=True), marker.lines
+    return compile(tree, filename, "exec", dont_inherit=True), marker.loops
 
 
 def new_main_module(path):

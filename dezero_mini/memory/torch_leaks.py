@@ -1,59 +1,95 @@
-"""Run a PyTorch script and follow the autograd graphs its names keep, step by step.
+"""Run a PyTorch script, measure what it holds at each training step, and name what grows.
 
-PyTorch keeps the intermediate results of a graph inside its C++ autograd
-nodes, so counting Python objects shows nothing (``total_loss += loss``
-keeps two tensors with a ``grad_fn`` after fifty steps, and a graph of 400
-nodes behind them). So at the end of each step this module measures, for
-every name of the script, the autograd graph behind it
-(:func:`dezero_mini.memory.torch_graphs.named_graphs`); a name whose graph
-has grown at each of the last N steps keeps a graph across steps: a leak.
+**Growth first.** At each training step :class:`~dezero_mini.memory.torch_census.Census`
+counts what the process holds: live tensors with and without a ``grad_fn``
+and their bytes (once per storage), the autograd nodes reachable from them
+and, among those, the nodes made before the previous step, resident memory
+(and device memory on a GPU). A leak is growth that persists
+(:func:`judge`): after a warm-up of two steps, the nodes (or the tensors
+with a graph) that outlive a step have grown at almost every one of the
+last N steps. So a graph that is let go at each step is never a leak however
+long it is (a sequence that grows on purpose), the optimizer's state made at
+its first step is warm-up, and a loop whose graphs grow is never called
+clean, even where no name is found for what holds them.
 
-**What a step is.** An optimizer step (``torch.optim``'s global step hook,
-``register_optimizer_step_post_hook``): every training loop makes one per
-batch, wherever its loop is. A script without an optimizer is followed by
-the rounds of its own ``for`` and ``while`` loops
-(:mod:`dezero_mini.memory.loop_marks`).
+**Names second.** When something grows, the tensors whose graph reaches
+nodes of earlier steps are followed back through their referrers
+(:mod:`dezero_mini.memory.torch_holders`) to a global, a class, a running
+function's locals, through containers, modules, closures, default
+arguments and tracebacks; the report gives the chain, the line of the
+script that stores into the holder, the bytes kept per step (the tensors
+the graph saved for backward and the tensors the holder keeps) and the fix.
 
-**The step budget** stops the script after N steps of the series followed:
-a training run of hours is judged in seconds.
+**What a step is.** An optimizer step (``torch.optim``'s global step hook)
+where there is one; else a round of the script's loop that calls
+``backward`` (``for w in params: w -= lr * w.grad`` inside it is not that
+loop: no backward between its rounds); else a ``backward`` call whose loop
+is in another module; else, for a script that never calls backward, the
+rounds of its loops. The step budget (``steps``) counts training steps only,
+so a data-loading loop before the first step does not spend it.
 
-* ``watch_script(path, ...)``: run the script, return a ``ScriptRun``
-  (the steps followed, how the script ended);
-* ``judge(series, consecutive)``: the names that keep a growing graph, each
-  a ``Leak`` with its size, growth per step and the fix that fits;
-* ``record_torch_script(path, ...)`` and ``plot_torch_runs(runs)``: the
-  memory plot of a PyTorch loop: resident memory (and device bytes on a
-  GPU) and the graph nodes that the script's names hold, step by step.
+**Any shape of script.** torch may come from the script's own modules
+(:func:`imports_torch` follows them); DataLoader workers (other processes)
+are not watched and never report; a script that raises, calls ``sys.exit``
+or ``os._exit`` after some steps is judged on the steps it made.
+
+* ``watch_script(path, ...)``: run the script, return a ``ScriptRun``;
+* ``judge(counts, consecutive)``: what grows, as a ``Growth``;
+* ``record_torch_script`` and ``plot_torch_runs``: the memory plot.
 """
 import ast
+import gc
 import os
 import sys
-from dataclasses import dataclass, field, replace
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from dezero_mini.memory.loop_marks import (ROUND, compile_with_loop_marks, new_main_module,
-                                          script_as_main)
+from dezero_mini.memory.loop_marks import (ENTER, ROUND, compile_with_loop_marks,
+                                          new_main_module, script_as_main)
 
 DEFAULT_STEPS = 30
-#: Frames of these packages are machinery: their locals are not the learner's names.
-_MACHINERY = ("torch", "dezero_mini", "runpy", "importlib", "numpy", "_pytest", "pytest",
-              "pluggy", "IPython", "ipykernel", "threading")
+WARM_UP = 2  # steps left out of the judgement: the optimizer's state, caches filled once
+DEFAULT_CONSECUTIVE = 5
+#: A loop that never calls backward is followed for at most this many rounds
+#: (x the step budget): a data-loading loop of a million rounds is not watched whole.
+IDLE_ROUNDS_FACTOR = 4
+#: Counting a step is skipped when watching would cost more than this share
+#: of the script's own time (CPU time: what a loaded machine changes least).
+MAX_OVERHEAD = 0.3
 
 
-def imports_torch(source):
-    """Whether the script's source imports torch (``import torch``,
-    ``import torch.nn as nn``, ``from torch import ...``), at any level."""
+def imports_torch(source, path=None, depth=3):
+    """Whether the script imports torch, itself or through its own modules
+    (files next to it that it imports, ``depth`` levels deep)."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
         return False
+    local = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import) and any(
-                alias.name.partition(".")[0] == "torch" for alias in node.names):
-            return True
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and \
-                (node.module or "").partition(".")[0] == "torch":
-            return True
+        names = []
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        for name in names:
+            if name.partition(".")[0] == "torch":
+                return True
+            local.append(name)
+    if path is None or depth == 0:
+        return False
+    folder = Path(path).resolve().parent
+    for name in local:
+        parts = name.split(".")
+        for candidate in (folder.joinpath(*parts).with_suffix(".py"),
+                          folder.joinpath(*parts, "__init__.py"), folder / f"{parts[0]}.py"):
+            try:
+                if candidate.is_file() and imports_torch(candidate.read_bytes(), candidate,
+                                                         depth - 1):
+                    return True
+            except OSError:
+                continue
     return False
 
 
@@ -64,125 +100,312 @@ class _BudgetReached(BaseException):
 
 class _HardExit(BaseException):
     """What ``os._exit(code)`` raises while a script is watched: the process
-    must live on to say that the script cut itself off."""
+    must live on to judge the steps the script made."""
 
     def __init__(self, code):
         super().__init__(code)
         self.code = code
 
 
-def _hard_exit(code):
-    raise _HardExit(code)
-
-
 @dataclass
 class StepSeries:
-    """The steps of one source (the optimizer, or one loop of the script):
-    at each, ``snapshots`` {path: HeldGraph}, the process's resident bytes
-    (``rss``, None without psutil) and the device bytes (``device``, None
-    without a GPU)."""
+    """The steps of one source (the optimizer, a loop of the script, the
+    backward calls): ``counts``, a ``StepCount`` per step."""
 
     name: str
     unit: str
-    snapshots: list = field(default_factory=list)
-    rss: list = field(default_factory=list)
-    device: list = field(default_factory=list)
+    training: bool = True
+    counts: list = field(default_factory=list)
+    steps: int = 0  # counted or not
 
 
-def _namespaces(script_globals, script_name):
-    """The namespaces whose names are the learner's: the script's globals,
-    then the locals of its running functions (every thread), innermost first."""
-    namespaces = [(script_globals, f"a global of {script_name}")]
-    for top in list(sys._current_frames().values()):
-        frame = top
-        while frame is not None:
-            module = (frame.f_globals.get("__name__") or "").partition(".")[0]
-            code = frame.f_code
-            if module not in _MACHINERY and code.co_name != "<module>":
-                where = (f"a local of {code.co_name}() at {Path(code.co_filename).name}:"
-                         f"{frame.f_lineno}")
-                namespaces.append((dict(frame.f_locals), where))
-            frame = frame.f_back
-    return namespaces
+@dataclass
+class Growth:
+    """What grows over the steps judged: ``leaking`` (a graph outlives its
+    step at almost every step), per step: the old ``nodes``, the tensors with a
+    graph (``graph_tensors``, ``graph_bytes``), the tensors without one
+    (``plain_tensors``, ``plain_bytes``) and resident memory (``rss``), and
+    ``detached_cache`` (tensors without a graph grow: a cache, a leak of
+    memory but not of graphs)."""
+
+    leaking: bool
+    steps: int
+    nodes: float = 0.0
+    graph_tensors: float = 0.0
+    graph_bytes: float = 0.0
+    plain_tensors: float = 0.0
+    plain_bytes: float = 0.0
+    rss: object = None
+    detached_cache: bool = False
+
+
+def _persists(values, consecutive):
+    """Growth that persists: the last ``consecutive`` differences of ``values``
+    are positive but at most one, and the last is above the first."""
+    window = values[-(consecutive + 1):]
+    rises = sum(later > earlier for earlier, later in zip(window, window[1:]))
+    return window[-1] > window[0] and rises >= consecutive - 1
+
+
+def judge(counts, consecutive=DEFAULT_CONSECUTIVE):
+    """The ``Growth`` of the ``StepCount``s ``counts`` (their warm-up left out);
+    None when there are too few steps to judge (fewer than ``consecutive``
+    after the warm-up, and fewer than 3)."""
+    judged = counts[WARM_UP:]
+    consecutive = min(consecutive, len(judged) - 1)
+    if consecutive < 2:
+        return None
+    window = judged[-(consecutive + 1):]
+    first, last = window[0], window[-1]
+
+    steps = max(last.step - first.step, 1)  # counts may skip steps (see _Watch._step)
+
+    def per_step(name):
+        return (getattr(last, name) - getattr(first, name)) / steps
+
+    old_nodes = [count.old_nodes for count in judged]
+    old_tensors = [count.old_graph_tensors for count in judged]
+    plain = [count.plain_tensors for count in judged]
+    leaking = _persists(old_nodes, consecutive) or _persists(old_tensors, consecutive)
+    rss = per_step("rss") if first.rss is not None and last.rss is not None else None
+    return Growth(leaking=leaking, steps=steps, nodes=per_step("old_nodes"),
+                  graph_tensors=per_step("graph_tensors"), graph_bytes=per_step("graph_bytes"),
+                  plain_tensors=per_step("plain_tensors"), plain_bytes=per_step("plain_bytes"),
+                  rss=rss, detached_cache=not leaking and _persists(plain, consecutive))
 
 
 class _Watch:
-    """Takes a snapshot of the named graphs at each step and stops the
-    script when the budget is reached."""
+    """Counts at each training step, follows the loops and backward calls,
+    stops the script at the step budget, and finds the holders once, at the
+    end, while the script's frames are still alive."""
 
-    def __init__(self, namespace, script_name, loop_lines, steps):
-        self.namespace, self.script_name, self.steps = namespace, script_name, steps
-        self.optimizer = StepSeries("the optimizer's steps", "step")
-        self.loops = [StepSeries(f"the rounds of the loop at {script_name}:{line}", "iteration")
-                      for line in loop_lines]
-        self.loop_rounds = [0] * len(loop_lines)
+    def __init__(self, module, script_name, loop_lines, loop_depths, steps, consecutive,
+                 every_step=False):
+        from dezero_mini.memory.torch_census import Census
+
+        self.module, self.script_name, self.steps = module, script_name, steps
+        self.consecutive = consecutive
+        self.every_step = every_step
+        self.ours = self.theirs = self.last_cost = 0.0  # seconds: watching, the script, a count
+        self.returned = None  # when the last step hook returned
+        self.pid = os.getpid()  # DataLoader workers (forked) are other processes: not watched
         try:
             import psutil
 
-            self.process = psutil.Process()
+            process = psutil.Process()
         except ImportError:  # (a browser): no resident memory to read
-            self.process = None
+            process = None
+        self.census = Census(process)
+        self.optimizer = StepSeries("the optimizer's steps", "step")
+        self.backward = StepSeries("the backward() calls", "backward() call")
+        self.loops = [StepSeries(f"the rounds of the loop at {script_name}:{line}", "step")
+                      for line in loop_lines]
+        self.loop_depths = loop_depths
+        self.fresh = [True] * len(loop_lines)  # the loop's next round is its first of this run
+        self.backward_at_round = [0] * len(loop_lines)
+        self.backward_calls = 0
+        self.rounds = 0  # of any loop of the script
+        self.rounds_at_backward = 0
+        self.training_started = False
+        self.finding = None  # the holders and bytes, found once
 
-    def _snapshot(self, series):
-        import torch
-
-        from dezero_mini.memory.torch_graphs import named_graphs
-
-        held = named_graphs(_namespaces(self.namespace, self.script_name))
-        series.snapshots.append({h.path: h for h in held})
-        series.rss.append(self.process.memory_info().rss if self.process else None)
-        series.device.append(torch.cuda.memory_allocated()
-                             if torch.cuda.is_available() else None)
-        if len(series.snapshots) >= self.steps:
-            raise _BudgetReached()
+    # --- the sources of steps
 
     def on_optimizer_step(self, optimizer, args, kwargs):
-        self._snapshot(self.optimizer)
+        if os.getpid() == self.pid:
+            self._step(self.optimizer)
+
+    def on_backward(self):
+        if os.getpid() != self.pid:
+            return
+        self.backward_calls += 1
+        seen = self.rounds != self.rounds_at_backward
+        self.rounds_at_backward = self.rounds
+        if not seen and not self.optimizer.steps and self.backward_calls > 1:
+            self._step(self.backward)
+
+    def on_enter(self, number):
+        self.fresh[number] = True
 
     def on_round(self, number):
-        self.loop_rounds[number] += 1
-        if self.loop_rounds[number] >= 2 and not self.optimizer.snapshots:
-            self._snapshot(self.loops[number])
+        """Loop ``number`` starts a round; unless it is the first of this run
+        of the loop, the previous round ended: a training step when a backward
+        ran in it (and the optimizer does not mark the steps)."""
+        if os.getpid() != self.pid:
+            return
+        self.rounds += 1
+        backward_calls = self.backward_calls
+        trained = backward_calls != self.backward_at_round[number]
+        self.backward_at_round[number] = backward_calls
+        if self.fresh[number]:
+            self.fresh[number] = False
+            return
+        if self.optimizer.steps:  # the optimizer marks the steps
+            return
+        series = self.loops[number]
+        if trained:
+            series.training = True
+            self._step(series)
+        elif not backward_calls and len(series.counts) < IDLE_ROUNDS_FACTOR * self.steps:
+            series.training = False
+            self._step(series)
+
+    def _step(self, series):
+        """A step of ``series``: count it, unless counting now would make
+        watching cost more than ``MAX_OVERHEAD`` of the script's own time
+        (then the step is skipped: a leak still grows at the next count).
+        The first steps, enough for a verdict, are always counted."""
+        started = time.process_time()
+        if self.returned is not None:
+            self.theirs += started - self.returned
+        series.steps += 1
+        starting = series.training and not self.training_started
+        if starting:
+            self.training_started = True
+            for loop in self.loops:  # the rounds of loops that never trained are data loading
+                if not loop.training:
+                    loop.counts.clear()
+        if starting or not self.census.started:
+            # Everything alive now is the program before the step counted next: its
+            # objects are left out of the counts (again when idle loops started it).
+            self.census.start()
+            self.returned = time.process_time()  # (starting is paid once, not per step)
+            return
+        if self.every_step or len(series.counts) <= WARM_UP + self.consecutive or \
+                self.ours + self.last_cost <= MAX_OVERHEAD * self.theirs:
+            series.counts.append(self.census.take(series.steps))
+            self.last_cost = time.process_time() - started
+        self.returned = time.process_time()
+        self.ours += self.returned - started
+        if series.training and series.steps >= self.steps:
+            self.conclude()
+            raise _BudgetReached()
 
     def followed(self):
-        """The series to judge: the optimizer's steps if there were any, else
-        the loop that went round most (None for a script without loops)."""
-        if self.optimizer.snapshots:
+        """The series to judge: the optimizer's steps where there were any,
+        else the loop that trained most (the outermost of equals), else the
+        backward calls, else the loop that went round most."""
+        if self.optimizer.steps:
             return self.optimizer
-        return max(self.loops, key=lambda series: len(series.snapshots), default=None)
+        trained = [(len(loop.counts), -depth, loop)
+                   for loop, depth in zip(self.loops, self.loop_depths)
+                   if loop.training and loop.counts]
+        if trained:
+            return max(trained, key=lambda item: item[:2])[2]
+        if self.backward.counts:
+            return self.backward
+        idle = [loop for loop in self.loops if loop.counts]
+        return max(idle, key=lambda loop: len(loop.counts), default=None)
+
+    def conclude(self):
+        """Judge the series followed and, when it grows, find what holds
+        the growth, now, while the script's frames are alive."""
+        if self.finding is not None or os.getpid() != self.pid:
+            return
+        series = self.followed()
+        growth = judge(series.counts, self.consecutive) if series else None
+        self.finding = Finding(series=series, growth=growth)
+        if growth is not None and (growth.leaking or growth.detached_cache):
+            from dezero_mini.memory.torch_findings import find_holders
+
+            find_holders(self.finding, self.census, self.module, self.consecutive)
+
+    def hard_exit(self, real_exit):
+        """A stand-in for ``os._exit`` while the script runs: judge first
+        (a forked child exits as it asked)."""
+
+        def judge_then_raise(code):
+            if os.getpid() != self.pid:
+                real_exit(code)
+            self.conclude()
+            raise _HardExit(code)
+
+        return judge_then_raise
+
+
+@dataclass
+class Holder:
+    """One holder of the growth: its ``path`` (``trainer.history[29]``),
+    ``root`` (``a global of train.py``), ``links`` (``Trainer -> list ->
+    Tensor``), ``kind`` (for the fix), ``lines`` that store into it, and
+    whether the leaked tensors are 0-d (``scalar``)."""
+
+    path: str
+    root: str
+    links: str
+    kind: str
+    lines: list
+    scalar: bool
+
+
+@dataclass
+class Finding:
+    """The verdict of a run: the ``series`` followed, its ``growth``, and,
+    when something grows, its ``holders``, the bytes kept per step (``saved_per_step``:
+    saved for backward by the graph's nodes; ``held_per_step``: the tensors
+    themselves), the leaked tensors (``tensors``) and whether followers
+    were folded in."""
+
+    series: object
+    growth: object
+    holders: list = field(default_factory=list)
+    saved_per_step: float = 0.0
+    held_per_step: float = 0.0
+    tensors: int = 0
+    nodes: int = 0
 
 
 @dataclass
 class ScriptRun:
-    """How a watched script ran: ``series`` (the steps followed, or None),
-    ``stopped`` (by the step budget), ``error`` (the script's own exception),
-    ``exit_code`` (of a ``sys.exit`` in the script; None when it ended by
-    itself), ``exit_message`` (a ``sys.exit("text")``)."""
+    """How a watched script ran: ``finding`` (the verdict), ``stopped`` (by
+    the step budget), ``error`` (the script's own exception), ``exit_code``
+    (of ``sys.exit``; None when it ended by itself), ``exit_message``
+    (``sys.exit("text")``), ``cut_off`` (``os._exit``), ``seconds`` (of the
+    run) and ``counts`` of every series."""
 
-    series: object
+    finding: object = None
     stopped: bool = False
     error: object = None
     exit_code: object = None
     exit_message: object = None
-    cut_off: bool = False  # os._exit(): the script ended without unwinding
+    cut_off: bool = False
+    seconds: float = 0.0
+
+    @property
+    def series(self):
+        return self.finding.series if self.finding else None
 
 
-def watch_script(path, source=None, script_args=(), steps=DEFAULT_STEPS):
+def watch_script(path, source=None, script_args=(), steps=DEFAULT_STEPS,
+                 consecutive=DEFAULT_CONSECUTIVE, every_step=False):
     """Run the PyTorch script ``path`` as ``__main__`` (with ``script_args``
-    in ``sys.argv``), taking a snapshot of its named graphs at each step,
-    until it ends or ``steps`` steps have run. SyntaxError when it cannot be
-    compiled; ImportError when torch is missing."""
+    in ``sys.argv``), counting what it holds at each training step, until it
+    ends or ``steps`` training steps have run, and judge it. SyntaxError when
+    it cannot be compiled; ImportError when torch is missing."""
+    import torch
     import torch.optim.optimizer as optimizer_module
 
     path = Path(path)
     source = path.read_bytes() if source is None else source
-    code, loop_lines = compile_with_loop_marks(source, str(path))
+    code, loops = compile_with_loop_marks(source, str(path), mark_entries=True)
     module = new_main_module(path)
-    watch = _Watch(module.__dict__, path.name, loop_lines, steps)
+    watch = _Watch(module, path.name, [loop.line for loop in loops],
+                   [loop.depth for loop in loops], steps, consecutive, every_step)
     module.__dict__[ROUND] = watch.on_round
+    module.__dict__[ENTER] = watch.on_enter
     handle = optimizer_module.register_optimizer_step_post_hook(watch.on_optimizer_step)
-    real_exit, os._exit = os._exit, _hard_exit
-    run = ScriptRun(series=None)
+    real_backward = torch.autograd.backward
+
+    def backward(*args, **kwargs):
+        result = real_backward(*args, **kwargs)
+        watch.on_backward()
+        return result
+
+    torch.autograd.backward = backward
+    real_exit = os._exit
+    os._exit = watch.hard_exit(real_exit)
+    run = ScriptRun()
+    started = time.perf_counter()
     try:
         with script_as_main(path, module, script_args):
             exec(code, module.__dict__)
@@ -199,151 +422,22 @@ def watch_script(path, source=None, script_args=(), steps=DEFAULT_STEPS):
         run.error = error
     finally:
         os._exit = real_exit
+        torch.autograd.backward = real_backward
         handle.remove()
-    run.series = watch.followed()
+    try:
+        if os.getpid() == watch.pid:
+            watch.conclude()  # (done already when the budget or os._exit ended the script)
+    finally:
+        watch.census.stop()
+        if run.error is not None:  # the frames of its traceback were holders: let them go
+            gc.collect()
+    run.finding = watch.finding
+    run.seconds = time.perf_counter() - started
     return run
 
 
-@dataclass(frozen=True)
-class Leak:
-    """A name whose graph grew at each of the last steps: its ``path`` and
-    ``where``, the graph's ``nodes`` and saved bytes at the last step and
-    their growth per step, the ``fix`` that fits, and the names whose graph
-    grows only because it contains this one's (``followers``)."""
-
-    path: str
-    where: str
-    nodes: int
-    nodes_per_step: float
-    saved_bytes: int
-    saved_bytes_per_step: float
-    fix: str
-    followers: tuple = ()
-
-
-def fix_for(held):
-    """The fix that fits what holds the graph: a 0-d tensor that adds up
-    losses or a metric, a container that collects tensors, an attribute of
-    an object, or a tensor that feeds the next step (a hidden state)."""
-    name = held.path
-    if held.kind == "tensor" and held.scalar:
-        return (f"add up a Python number: `{name} += loss.item()` (or `.item()` of whatever "
-                f"is added), or `{name} = {name}.detach()`")
-    if held.kind == "container":
-        return (f"store numbers (`.item()`) or detached tensors (`.detach()`) in {name}, not "
-                "the tensors themselves, or compute what needs no gradient under "
-                "`torch.no_grad()`")
-    inside_something = any(mark in name for mark in ".[")  # model.last, state['h']
-    if held.kind == "object" or (held.kind == "tensor" and inside_something):
-        return (f"keep `value.detach()` in {name}, or compute it under `torch.no_grad()` if "
-                "no gradient must flow through it")
-    return (f"{name} feeds the next step with its whole history: `{name} = {name}.detach()` "
-            "at the start of each step (each window of truncated backpropagation), or "
-            f"`del {name}` when it is no longer needed")
-
-
-def judge(series, consecutive):
-    """The ``Leak``s of ``series``: the names whose graph grew at each of the
-    last ``consecutive`` steps, largest first ([] with too few steps)."""
-    snapshots = series.snapshots
-    if len(snapshots) < consecutive + 1:
-        return []
-    window = snapshots[-(consecutive + 1):]
-    leaks = []
-    for path, held in window[-1].items():
-        counts = [snapshot[path].size.nodes if path in snapshot else 0 for snapshot in window]
-        if all(later > earlier for earlier, later in zip(counts, counts[1:])):
-            first = window[0].get(path)
-            first_saved = first.size.saved_bytes if first else 0
-            leaks.append(Leak(
-                path=path, where=held.where, nodes=held.size.nodes,
-                nodes_per_step=(counts[-1] - counts[0]) / consecutive,
-                saved_bytes=held.size.saved_bytes,
-                saved_bytes_per_step=(held.size.saved_bytes - first_saved) / consecutive,
-                fix=fix_for(held)))
-    return _fold_followers(leaks, window[-1])
-
-
-def _fold_followers(leaks, last):
-    """A name rebound each step to a value computed from a leaking name
-    (``val_loss = f(h_val)``) grows only because its graph contains the
-    other's: report it under that name, not as a leak of its own."""
-
-    def contains(outer, inner):
-        return last[inner].heads <= last[outer].size.node_ids
-
-    leaders = []
-    for leak in sorted(leaks, key=lambda leak: leak.nodes):  # the smallest graph leads
-        leader = next((other for other in leaders if contains(leak.path, other.path)), None)
-        if leader is None:
-            leaders.append(leak)
-        else:
-            leaders[leaders.index(leader)] = replace(
-                leader, followers=(*leader.followers, leak.path))
-    return sorted(leaders, key=lambda leak: -leak.nodes)
-
-
-@dataclass
-class TorchRecord:
-    """A PyTorch loop, step by step: ``rss`` (bytes, or None without psutil),
-    ``device`` (bytes, or None without a GPU), and the graph ``nodes`` and
-    ``saved_bytes`` that the script's names hold (summed over the names)."""
-
-    label: str
-    rss: list
-    device: list
-    nodes: list
-    saved_bytes: list
-
-
-def record_torch_script(path, *script_args, steps=50, label=None):
-    """Run the PyTorch script ``path`` for ``steps`` steps and return its
-    ``TorchRecord``. RuntimeError when the script fails or makes no step."""
-    run = watch_script(path, script_args=script_args, steps=steps)
-    if run.error is not None:
-        raise RuntimeError(f"{Path(path).name} raised {type(run.error).__name__}: "
-                           f"{run.error}") from run.error
-    series = run.series
-    if series is None or not series.snapshots:
-        raise RuntimeError(f"{Path(path).name} made no optimizer step and no loop round")
-    return TorchRecord(
-        label=label or " ".join([Path(path).name, *script_args]), rss=series.rss,
-        device=series.device,
-        nodes=[sum(h.size.nodes for h in snap.values()) for snap in series.snapshots],
-        saved_bytes=[sum(h.size.saved_bytes for h in snap.values())
-                     for snap in series.snapshots])
-
-
-def plot_torch_runs(records, title="A PyTorch loop, step by step"):
-    """Side by side, for each ``TorchRecord``: the graph nodes that the
-    script's names hold, and the resident memory growth (device bytes too
-    on a GPU), per step. Returns the matplotlib figure."""
-    import matplotlib.pyplot as plt
-
-    with_device = any(value is not None for record in records for value in record.device)
-    panels = 3 if with_device else 2
-    figure, axes = plt.subplots(1, panels, figsize=(5 * panels, 3.8))
-    for record in records:
-        steps = range(1, len(record.nodes) + 1)
-        axes[0].plot(steps, record.nodes, label=record.label)
-        if all(value is not None for value in record.rss):
-            axes[1].plot(steps, [(value - record.rss[0]) / 2**20 for value in record.rss],
-                         label=record.label)
-        if with_device:
-            axes[2].plot(steps, [(value or 0) / 2**20 for value in record.device],
-                         label=record.label)
-    axes[0].set(title="autograd nodes held by the script's names", xlabel="optimizer step",
-                ylabel="nodes")
-    axes[1].set(title="resident memory, growth since step 1", xlabel="optimizer step",
-                ylabel="MiB")
-    if with_device:
-        axes[2].set(title="device memory allocated", xlabel="optimizer step", ylabel="MiB")
-    for axis in axes:
-        axis.legend()
-    figure.suptitle(title)
-    figure.tight_layout()
-    return figure
-
+# The memory plot lives in torch_plot; lesson 07 imports it from here.
+from dezero_mini.memory.torch_plot import TorchRecord, plot_torch_runs, record_torch_script  # noqa: E402,F401,I001
 
 #: The example of lesson 07's PyTorch section: predictions kept for later,
 #: each with its forward graph (examples/pytorch/outputs_list.py).

@@ -1,0 +1,232 @@
+"""What a PyTorch process holds at one training step, counted cheaply enough to count at every step.
+
+A leak of a PyTorch loop is growth that persists: tensors, and above all
+autograd nodes, made at one step and still alive steps later. PyTorch keeps a
+graph's intermediate results in its C++ nodes, where counting Python objects
+sees nothing (``total_loss += loss`` keeps one tensor and a graph that grows
+by a few nodes every step), so a step is counted twice over:
+
+* **the tensors**: live ``torch.Tensor`` objects with and without a
+  ``grad_fn``, and their bytes, counted once per storage;
+* **the autograd nodes** reachable from the tensors that have a ``grad_fn``,
+  and among them the **old** ones: nodes made before the previous step (every
+  node has a sequence number, given in order of creation, so "made before
+  the previous step" is a comparison with the number read at that step). A
+  loop that lets its graphs go has no old nodes however long its graph is
+  (a sequence that grows on purpose); a loop that keeps them gains old nodes
+  at every step.
+
+Only objects made after the watch started are looked at: at the first step
+:meth:`Census.start` moves every object alive then into the collector's
+permanent generation (``gc.freeze()``), so that ``gc.get_objects()`` returns
+the objects made since, and a step costs time in proportion to what the loop
+made and kept, not to the size of the program (torch alone is 150,000
+objects). The tensors alive at the start that could still gain a graph (a
+buffer updated in place, a parameter that does not require grad updated
+outside ``no_grad``) are followed by weak reference. :meth:`Census.stop`
+gives the frozen objects back to the collector.
+"""
+import gc
+import os
+import weakref
+from dataclasses import dataclass
+
+import torch
+
+#: The sequence number of a leaf's AccumulateGrad node: not "made" at any step.
+LEAF_SEQUENCE = 2**64 - 1
+
+
+@dataclass(frozen=True)
+class StepCount:
+    """What the process holds at one step: tensors with a graph (``graph_tensors``,
+    ``graph_bytes``) and without one (``plain_tensors``, ``plain_bytes``),
+    the autograd ``nodes`` reachable from them and the ``old_nodes`` among
+    them (made before the previous step; ``old_graph_tensors``: the tensors
+    whose own node is), resident memory (``rss``, None
+    without psutil) and device memory (``device``, None without a GPU)."""
+
+    step: int
+    graph_tensors: int
+    old_graph_tensors: int
+    graph_bytes: int
+    plain_tensors: int
+    plain_bytes: int
+    nodes: int
+    old_nodes: int
+    rss: object
+    device: object
+
+
+def storage_key(tensor):
+    """(the address of ``tensor``'s storage, its bytes); the tensor's own id
+    and size for a tensor without one (sparse, meta)."""
+    try:
+        storage = tensor.untyped_storage()
+        return storage.data_ptr(), storage.nbytes()
+    except (RuntimeError, NotImplementedError, TypeError):
+        return id(tensor), tensor.numel() * tensor.element_size()
+
+
+def walk_graph(grad_fns):
+    """Every node reachable from ``grad_fns``, once: a list of nodes (held
+    while the list is, so that their ids stay theirs)."""
+    nodes, seen = [], set()
+    stack = [node for node in grad_fns if node is not None]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        nodes.append(node)
+        for next_node, _ in node.next_functions:
+            if next_node is not None and id(next_node) not in seen:
+                stack.append(next_node)
+    return nodes
+
+
+def sequence_now():
+    """The autograd sequence number of a node made now (every later node's is larger)."""
+    with torch.enable_grad():
+        return (_PROBE * 1).grad_fn._sequence_nr()
+
+
+_PROBE = torch.ones((), requires_grad=True)
+_PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
+
+
+def _open_statm():
+    try:
+        return os.open("/proc/self/statm", os.O_RDONLY)
+    except (OSError, AttributeError):
+        return None
+
+
+class Census:
+    """Counts what the process holds at each step (:meth:`take`), from
+    :meth:`start` to :meth:`stop`."""
+
+    def __init__(self, process=None):
+        self.process = process  # psutil.Process, or None
+        self._statm = _open_statm()  # Linux: resident memory in one read, no psutil per step
+        self.started = False
+        self.old_tensors = []  # weak references to tensors of before the start that may gain a graph
+        self.old_storages = set()  # storages of the tensors of before the start (parameters)
+        self.marks = []  # the sequence number read at each step
+        self._froze = False
+        self.cuda = torch.cuda.is_available()  # asked once: not a question per step
+        self._is_tensor = {}  # type -> whether it is a tensor type (issubclass, once per type)
+
+    def start(self):
+        """Take the objects alive now out of the counts (call again to do the
+        same with what was made since: the training loop starts after data
+        loading). A full collection first, so that garbage is not frozen."""
+        gc.collect()
+        for item in gc.get_objects():
+            if issubclass(type(item), torch.Tensor):
+                self.old_storages.add(storage_key(item)[0])
+                if not item.requires_grad or item.grad_fn is not None:
+                    self.old_tensors.append(weakref.ref(item))
+        gc.freeze()
+        self._froze = self.started = True
+        self.marks.append(sequence_now())  # the nodes made before now are old at the next step
+
+    def stop(self):
+        """Give the frozen objects back to the collector."""
+        if self._froze:
+            gc.unfreeze()
+            self._froze = False
+        if self._statm is not None:
+            os.close(self._statm)
+            self._statm = None
+
+    def resident_bytes(self):
+        """The process's resident memory: /proc/self/statm where there is one
+        (a few microseconds), else psutil, else None."""
+        if self._statm is not None:
+            try:
+                return int(os.pread(self._statm, 128, 0).split()[1]) * _PAGE
+            except (OSError, ValueError, IndexError):
+                pass
+        return self.process.memory_info().rss if self.process else None
+
+    def live_tensors(self):
+        """(tensors with a grad_fn, tensors without one) made since the start,
+        and the old tensors that have gained a grad_fn since."""
+        graph, plain = [], []
+        is_tensor = self._is_tensor
+        # Garbage of the young generations (cycles the collector has not reached
+        # yet) would make the counts depend on when it last ran: it goes first.
+        if gc.isenabled():
+            gc.collect(1)
+        for item in gc.get_objects():
+            kind = type(item)
+            answer = is_tensor.get(kind)
+            if answer is None:
+                answer = is_tensor[kind] = issubclass(kind, torch.Tensor)
+            if answer:
+                (graph if item.grad_fn is not None else plain).append(item)
+        for reference in self.old_tensors:
+            tensor = reference()
+            if tensor is not None and tensor.grad_fn is not None:
+                graph.append(tensor)
+        return graph, plain
+
+    def take(self, step):
+        """The ``StepCount`` of now, ``step`` its number."""
+        graph, plain = self.live_tensors()
+        before = self.marks[-1] if self.marks else -1
+        nodes = walk_graph([tensor.grad_fn for tensor in graph])
+        numbers = [node._sequence_nr() for node in nodes]
+        first = self.marks[0] if self.marks else -1  # graphs of before the watch: the program's
+        old = sum(first < number <= before for number in numbers)
+        # The newest node alive now: every node made after this step has a larger number.
+        made = [number for number in numbers if number != LEAF_SEQUENCE]
+        self.marks.append(max(max(made, default=before), before))
+        old_tensors = sum(first < tensor.grad_fn._sequence_nr() <= before for tensor in graph)
+        count = StepCount(
+            step=step, graph_tensors=len(graph), old_graph_tensors=old_tensors,
+            graph_bytes=self._bytes(graph),
+            plain_tensors=len(plain), plain_bytes=self._bytes(plain), nodes=len(nodes),
+            old_nodes=old, rss=self.resident_bytes(),
+            device=torch.cuda.memory_allocated() if self.cuda else None)
+        return count
+
+    def _bytes(self, tensors):
+        sizes = {}
+        for tensor in tensors:
+            pointer, nbytes = storage_key(tensor)
+            if pointer not in self.old_storages:
+                sizes[pointer] = nbytes
+        return sum(sizes.values())
+
+
+_SAVED_NAMES = {}  # type of node -> the names of its saved attributes (dir() is slow)
+
+
+def saved_tensors(node):
+    """The tensors ``node`` keeps for its backward (none once backward freed them)."""
+    names = _SAVED_NAMES.get(type(node))
+    if names is None:
+        names = _SAVED_NAMES[type(node)] = tuple(
+            name for name in dir(node) if name.startswith("_saved_"))
+    for name in names:
+        try:
+            value = getattr(node, name)
+        except RuntimeError:  # freed by a backward without retain_graph
+            continue
+        for item in value if isinstance(value, (tuple, list)) else (value,):
+            if isinstance(item, torch.Tensor):
+                yield item
+
+
+def saved_bytes(nodes, leave_out=()):
+    """The bytes of the tensors that ``nodes`` keep for backward, once per
+    storage, leaving out the storages in ``leave_out`` (the parameters')."""
+    sizes = {}
+    for node in nodes:
+        for tensor in saved_tensors(node):
+            pointer, nbytes = storage_key(tensor)
+            if pointer not in leave_out:
+                sizes[pointer] = nbytes
+    return sum(sizes.values())

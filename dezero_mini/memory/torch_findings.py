@@ -1,0 +1,160 @@
+"""What holds the growth of a PyTorch loop, and how many bytes it keeps per step.
+
+Called once, at the end of a watched run, while the script's frames are
+alive (:meth:`dezero_mini.memory.torch_leaks._Watch.conclude`): the leaked
+tensors are the live tensors whose graph reaches autograd nodes made before
+the steps judged ended (for a cache of detached tensors, the tensors
+without a graph made during the run). A tensor whose graph contains another
+leaked tensor's node only follows it (``val_loss`` computed from a hidden
+state that is never detached) and is left out of the search, which goes
+from the others back to their roots (:func:`dezero_mini.memory.torch_holders.holder_chains`).
+"""
+import gc
+import re
+import sys
+import types
+from pathlib import Path
+
+from dezero_mini.memory.torch_census import LEAF_SEQUENCE, saved_bytes, storage_key, walk_graph
+from dezero_mini.memory.torch_holders import (MACHINERY, describe, holder_chains, holder_kind,
+                                              last_name, storing_lines)
+
+#: At most this many leaked tensors are followed back (a list of 10,000 losses
+#: is found from any of them).
+MAX_TARGETS = 64
+
+
+def find_holders(finding, census, script_module, consecutive):
+    """Fill ``finding``'s holders, bytes per step and tensor counts."""
+    from dezero_mini.memory.torch_leaks import WARM_UP
+
+    marks = census.marks
+    graph, plain = census.live_tensors()
+    census.stop()  # the referrers of before the start are frozen: searched only once given back
+    if not finding.growth.leaking:  # a cache of detached tensors: name its holder
+        finding.tensors = len(plain)
+        finding.holders = _holders(_largest_collection(plain, (graph, plain)), script_module)
+        return
+    # The nodes made during the steps judged, and those that outlived them.
+    window = max(2, min(consecutive, len(marks) - 1 - WARM_UP))
+    start, end = marks[-1 - window], marks[-2]
+    nodes = walk_graph([tensor.grad_fn for tensor in graph])
+    old = [node for node in nodes if node._sequence_nr() <= end]
+    made_in_window = [node for node in old if start < node._sequence_nr() <= end]
+    first = marks[0]  # the program's graphs of before the watch are not the loop's
+    finding.nodes = len([node for node in old if first < node._sequence_nr() != LEAF_SEQUENCE])
+    finding.saved_per_step = saved_bytes(made_in_window, census.old_storages) / window
+    held = {}
+    for tensor in graph:
+        if start < tensor.grad_fn._sequence_nr() <= end:
+            pointer, nbytes = storage_key(tensor)
+            if pointer not in census.old_storages:
+                held[pointer] = nbytes
+    finding.held_per_step = sum(held.values()) / window
+    # What holds graphs of before the steps judged: not the last step's loss.
+    reaching = [tensor for tensor in graph if _reaches_before(tensor, start)]
+    finding.tensors = len(reaching)
+    heads = _leaders(_held_by_python(reaching, (graph, plain, reaching)))
+    heads.sort(key=lambda tensor: tensor.grad_fn._sequence_nr())  # the oldest first
+    finding.holders = _holders(heads[:MAX_TARGETS], script_module)
+
+
+def _largest_collection(tensors, ours):
+    """The tensors of the container (list, dict, deque, set, object) that
+    holds most of ``tensors``: a cache that grows holds more than the step's
+    own batch does."""
+    members = {id(tensor) for tensor in tensors}
+    leave_out = {id(item) for item in ours}
+    best, best_items = None, []
+    for referrer in gc.get_referrers(*tensors):
+        if id(referrer) in leave_out or isinstance(referrer, types.FrameType):
+            continue
+        items = [item for item in gc.get_referents(referrer) if id(item) in members]
+        if len(items) > len(best_items):
+            best, best_items = referrer, items
+    return best_items[:MAX_TARGETS] if len(best_items) > 1 else []
+
+
+def _reaches_before(tensor, mark):
+    """Whether ``tensor``'s graph has a node made before the sequence number ``mark``."""
+    return any(node._sequence_nr() <= mark and node._sequence_nr() != LEAF_SEQUENCE
+               for node in walk_graph([tensor.grad_fn]))
+
+
+def _held_by_python(tensors, ours):
+    """The ``tensors`` that a Python object refers to (not only ``ours``, the
+    finder's own lists, or a frame of the finder). PyTorch keeps the Python
+    object of a tensor that its graph saved alive as long as the graph (an
+    MLP's hidden activations): those are held in C++ and followed through
+    the tensors that hold their graph."""
+    if not tensors:
+        return []
+    leave_out = {id(item) for item in ours} | {id(tensors)}
+    referred = set()
+    for referrer in gc.get_referrers(*tensors):
+        if id(referrer) in leave_out or (isinstance(referrer, types.FrameType)
+                                         and _machinery(referrer)):
+            continue
+        referred.update(id(item) for item in gc.get_referents(referrer))
+    for top in list(sys._current_frames().values()):  # running frames: their locals
+        frame = top
+        while frame is not None:
+            if not _machinery(frame):
+                referred.update(id(value) for value in frame.f_locals.values())
+            frame = frame.f_back
+    return [tensor for tensor in tensors if id(tensor) in referred]
+
+
+def _machinery(frame):
+    return (frame.f_globals.get("__name__") or "").partition(".")[0] in MACHINERY
+
+
+def _leaders(heads):
+    """The heads whose graph holds no other head's node: the others only
+    follow them."""
+    own = {id(tensor.grad_fn): tensor for tensor in heads}
+    followers = set()
+    for tensor in heads:
+        for node in walk_graph([tensor.grad_fn])[1:]:
+            other = own.get(id(node))
+            if other is not None and other is not tensor:
+                followers.add(id(tensor))
+                break
+    return [tensor for tensor in heads if id(tensor) not in followers]
+
+
+def _holders(targets, script_module):
+    """A ``Holder`` for each root that holds some of ``targets``."""
+    from dezero_mini.memory.torch_leaks import Holder
+
+    if not targets:
+        return []
+    scalar = all(tensor.dim() == 0 for tensor in targets)
+    files = _script_files(script_module)
+    holders = []
+    for chain in holder_chains(targets, script_module):
+        path, links = describe(chain)
+        path = re.sub(r"\[[^\[\]]*\]$", "", path) or path  # the container, not its item
+        name = last_name(path)
+        lines = storing_lines(name, files) if name else []
+        holders.append(Holder(path=path, root=chain.root, links=links,
+                              kind=holder_kind(chain), lines=lines, scalar=scalar))
+    return holders
+
+
+def _script_files(script_module):
+    """The script and the modules of its folder that it imported."""
+    script = Path(getattr(script_module, "__file__", "") or ".").resolve()
+    files = [script]
+    for module in list(sys.modules.values()):
+        filename = getattr(module, "__file__", None)
+        name = getattr(module, "__name__", "") or ""
+        if not filename or name.partition(".")[0] in MACHINERY:
+            continue
+        try:
+            resolved = Path(filename).resolve()
+        except (OSError, ValueError):
+            continue
+        if resolved.parent == script.parent and resolved != script and resolved.suffix == ".py":
+            files.append(resolved)
+    return files

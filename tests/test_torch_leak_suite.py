@@ -1,0 +1,102 @@
+"""``leaks`` on a suite of PyTorch scripts written from the leak patterns users report.
+
+Each script of tests/torch_leak_suite/ is a training loop as PyTorch users
+write it (issues and forum threads: ``total_loss += loss``, lists and dicts
+of outputs, hooks and attention maps kept on modules, a custom batch norm's
+running mean updated with its graph (PyTorch issue 20275), class attributes,
+default arguments, saved tracebacks, ``retain_graph``, an EMA teacher
+updated outside ``no_grad``, a hidden state never detached; and their clean
+twins: ``.item()``, ``.detach()``, ``no_grad``, a sequence that grows on
+purpose, the optimizer's state). The table gives each one's verdict (the
+exit status: 1 leak, 0 clean; the script's own status when it fails) and
+the substring of the holder the report must name. Skipped without PyTorch;
+``make test-torch`` installs it.
+"""
+from pathlib import Path
+
+import pytest
+
+from dezero_mini.cli import main
+
+SUITE = Path(__file__).resolve().parent / "torch_leak_suite"
+LEAK, CLEAN = 1, 0
+
+#: (script, exit status, the holder the first report line names, or None)
+CASES = [
+    ("leak_total_loss.py", LEAK, "total_loss (a global"),
+    ("leak_losses_list.py", LEAK, "losses (a global"),
+    ("leak_dict_key_per_step.py", LEAK, "predictions_by_step (a global"),
+    ("leak_forward_hook_closure.py", LEAK, "<closure cell 'activations'>"),
+    ("leak_attention_maps_deep.py", LEAK, "model.encoder.layers[0].attn.maps"),
+    ("leak_custom_batchnorm_buffer.py", LEAK, "model[1].running_mean"),
+    ("leak_class_attribute.py", LEAK, "Trainer.history"),
+    ("leak_default_argument.py", LEAK, "remember.__defaults__"),
+    ("leak_lambda_default.py", LEAK, "callbacks"),
+    ("leak_exc_info_traceback.py", LEAK, "errors"),
+    ("leak_retain_graph.py", LEAK, "smoothed_loss (a global"),
+    ("leak_ema_teacher.py", LEAK, "teacher"),
+    ("leak_rnn_hidden.py", LEAK, "hidden (a global"),
+    ("leak_after_data_loading.py", LEAK, "total (a global"),
+    ("leak_manual_sgd.py", LEAK, "losses (a global"),
+    ("leak_torch_via_helper.py", LEAK, "history (a global"),
+    ("leak_dataloader_workers.py", LEAK, "total (a global"),
+    ("leak_then_crash.py", 1, "kept_losses (a global"),
+    ("leak_then_sys_exit.py", 4, "seen_losses (a global"),
+    ("leak_metric_object.py", LEAK, "meter.total"),
+    ("leak_local_of_function.py", LEAK, "running_loss (a local of train()"),
+    ("leak_adam_outputs.py", LEAK, "logits_seen (a global"),
+    ("leak_eval_without_backward.py", LEAK, "scores (a global"),
+    ("leak_deque_unbounded.py", LEAK, "replay (a global"),
+    ("leak_momentum_history.py", LEAK, "penalty_sum (a global"),
+    ("clean_total_loss_item.py", CLEAN, None),
+    ("clean_detached_cache.py", CLEAN, "outputs_kept (a global"),
+    ("clean_no_grad_eval.py", CLEAN, "checks (a global"),
+    ("clean_growing_sequence.py", CLEAN, None),
+    ("clean_adam_state.py", CLEAN, None),
+    ("clean_momentum.py", CLEAN, None),
+    ("clean_attribute_overwritten.py", CLEAN, None),
+    ("clean_previous_loss.py", CLEAN, None),
+    ("clean_bounded_deque.py", CLEAN, None),
+    ("clean_tbptt_detached.py", CLEAN, None),
+    ("clean_ema_teacher_no_grad.py", CLEAN, None),
+    ("clean_manual_sgd.py", CLEAN, None),
+    ("clean_custom_batchnorm.py", CLEAN, None),
+    ("clean_gradient_accumulation.py", CLEAN, None),
+    ("clean_dataloader_workers.py", CLEAN, None),
+    ("clean_torch_via_helper.py", CLEAN, None),
+    ("clean_then_crash.py", 1, None),
+]
+
+
+@pytest.fixture(scope="module")
+def torch():
+    return pytest.importorskip("torch", reason="PyTorch is not installed (make test-torch)")
+
+
+@pytest.mark.parametrize("script, status, holder", CASES, ids=[case[0] for case in CASES])
+def test_each_script_gets_its_verdict_and_holder(torch, capsys, script, status, holder):
+    code = main(["leaks", "--steps", "12", str(SUITE / script)])
+    captured = capsys.readouterr()
+    out, err = captured.out, captured.err
+    assert code == status, out + err
+    assert out.count("=== dezero_mini leaks (PyTorch)") == 1, out  # one report: no worker's
+    assert "not judged" not in out, out
+    leaking = script.startswith("leak_")
+    assert ("keeps the graphs of earlier steps" in out) == leaking, out
+    assert ("nothing outlives its step" in out) == (holder is None), out
+    if holder is not None:  # the first line that names a holder names this one
+        named = next(line for line in out.splitlines()
+                     if " keeps the graphs of earlier steps: " in line or " holds them: " in line)
+        assert named.startswith(holder) or holder in named.split(" (a ")[0], out
+    if leaking:
+        assert "growth per step: +" in out and "autograd nodes that outlive their step" in out
+    failed = status not in (LEAK, CLEAN) or script.endswith("_crash.py")
+    assert ("judged above" in err) == failed, err
+    if "crash" in script:  # the script's own error comes after the verdict
+        assert "RuntimeError" in err and "simulated" in err
+
+
+def test_the_suite_has_30_scripts_or_more_and_each_is_in_the_table():
+    scripts = {path.name for path in SUITE.glob("leak_*.py")} | {
+        path.name for path in SUITE.glob("clean_*.py")}
+    assert scripts == {case[0] for case in CASES} and len(scripts) >= 30

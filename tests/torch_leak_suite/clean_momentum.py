@@ -1,0 +1,13 @@
+"""SGD with momentum, and the last loss as a number."""
+import torch
+from suite_common import batches, mse, small_model
+
+model = small_model()
+optimizer = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+last = None
+for x, t in batches():
+    loss = mse(model(x), t)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    last = float(loss)
