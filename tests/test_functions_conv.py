@@ -1,6 +1,9 @@
 """Convolution and pooling (dezero_mini.functions_conv, also as F.conv2d ...):
 values against a plain loop, every Function's gradient checked numerically,
 and the layers Conv2d and Deconv2d."""
+import gc
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -143,3 +146,48 @@ def test_conv_layers_learn_their_input_size_and_train():
     assert all(p.grad is not None and p.grad.shape == p.shape
                for p in (*conv.params(), *deconv.params()))
     assert L.Conv2d(2, (3, 2), nobias=True, in_channels=3).W.shape == (2, 3, 3, 2)
+
+
+# --- Memory: no column array -----------------------------------------------------------
+def _traced_peak(run):
+    """tracemalloc's peak above the start while ``run()`` runs, the collector off."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        run()
+        return tracemalloc.get_traced_memory()[1] - start
+    finally:
+        tracemalloc.stop()
+        (gc.enable if was_enabled else gc.disable)()
+
+
+# A 5x5 kernel, padding 2: a column array would hold every input value 25 times.
+MEMORY_X = rng.randn(4, 8, 12, 12)
+MEMORY_W = rng.randn(8, 8, 5, 5)
+MEMORY_GY = rng.randn(4, 8, 12, 12)
+COLUMN_BYTES = 25 * MEMORY_X.nbytes
+CONV_COMPUTATIONS = {
+    "conv2d": lambda: C.Conv2d(1, 2).forward(MEMORY_X, MEMORY_W),
+    "deconv2d": lambda: C.Deconv2d(1, 2).forward(MEMORY_GY, MEMORY_W.transpose(1, 0, 2, 3)),
+    "weight gradient": lambda: C.Conv2dGradW((5, 5), 1, 2).forward(MEMORY_X, MEMORY_GY),
+    "conv2d forward and backward": lambda: F.sum(F.conv2d(Variable(MEMORY_X),
+                                                          Variable(MEMORY_W), pad=2)).backward(),
+}
+
+
+@pytest.mark.parametrize("computation", CONV_COMPUTATIONS.values(), ids=CONV_COMPUTATIONS)
+def test_convolutions_make_no_column_array(computation):
+    """conv2d, its gradients and deconv2d sum one product per kernel offset
+    (functions_conv._kernel_offsets): their temporaries are a few input-sized
+    arrays, never the 25-times-the-input column array that im2col makes here."""
+    computation()  # warm-up: what is made once (caches) is not counted
+    peak = _traced_peak(computation)
+    assert peak < COLUMN_BYTES / 3, f"peak {peak} B: a column array is {COLUMN_BYTES} B"
+
+
+def test_deconv2d_refuses_an_outsize_its_input_does_not_fill():
+    with pytest.raises(ValueError, match=r"deconv2d: an output of \(9, 9\) has \(7, 7\) windows"
+                                         r".* not one per input pixel \(5, 6\)"):
+        F.deconv2d(X, rng.randn(3, 2, 3, 3), outsize=(9, 9))
