@@ -17,8 +17,9 @@ the largest array of a convolution. Memory notes:
   temporary is then one input-sized copy, not a KH*KW-times-the-input
   column array (for a 3x3 kernel, 9 times less), at the price of KH*KW
   smaller products instead of one big one.
-* ``pooling`` does not keep its columns for backward; it keeps only the
-  position of each maximum (one int8 per output).
+* ``pooling`` makes no column array either (a running maximum over the
+  offsets, and its gradient added back offset by offset); it keeps for
+  backward only the offset of each maximum (one int8 per output).
 * ``conv2d_simple`` and ``pooling_simple`` are compositions, as in DeZero's
   book: their column array is a node of the graph, alive until backward.
 
@@ -169,12 +170,13 @@ class Conv2d(Function):
         padded = _padded(x, ph, pw)
         y = np.empty((len(x), len(W), *out), dtype=np.result_type(x, W))
         y_channels_last = y.transpose(0, 2, 3, 1)  # a view: the products come as (N, OH, OW, OC)
+        # Each product is used in the statement that makes it, so that it is
+        # freed before the next one is made (a name would keep two alive).
         for i, j, window in _kernel_offsets(kernel, stride, out):
-            product = np.tensordot(padded[window], W[:, :, i, j], ((1,), (1,)))
             if i == 0 and j == 0:
-                y_channels_last[...] = product
+                y_channels_last[...] = np.tensordot(padded[window], W[:, :, i, j], ((1,), (1,)))
             else:
-                y_channels_last += product
+                y_channels_last += np.tensordot(padded[window], W[:, :, i, j], ((1,), (1,)))
         if b is not None:
             y += b.reshape(1, -1, 1, 1)
         return y
@@ -221,8 +223,7 @@ class Deconv2d(Function):
         padded = np.zeros((n, W.shape[1], oh + 2 * ph, ow + 2 * pw), dtype=np.result_type(x, W))
         pixels = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).reshape(-1, c)  # (N*H*W, C)
         for i, j, window in _kernel_offsets(kernel, stride, windows):
-            product = (pixels @ W[:, :, i, j]).reshape(n, h, w, -1)  # (N, H, W, OC)
-            padded[window] += product.transpose(0, 3, 1, 2)
+            padded[window] += (pixels @ W[:, :, i, j]).reshape(n, h, w, -1).transpose(0, 3, 1, 2)
         y = padded[:, :, ph : ph + oh, pw : pw + ow]
         if b is not None:
             y += b.reshape(1, -1, 1, 1)
@@ -253,10 +254,12 @@ class Conv2dGradW(Function):
         kernel, stride, (ph, pw), out = window_geometry(x.shape, self.kernel_size, self.stride,
                                                         self.pad)
         padded = _padded(x, ph, pw)
-        gy_by_channel = np.ascontiguousarray(gy.transpose(1, 0, 2, 3))  # (OC, N, OH, OW), once
-        gW = np.empty((gy.shape[1], x.shape[1], *kernel), dtype=np.result_type(x, gy))
+        n, oc, c = len(x), gy.shape[1], x.shape[1]
+        gy_by_image = gy.reshape(n, oc, -1)  # a view: gy is not copied
+        gW = np.empty((oc, c, *kernel), dtype=np.result_type(x, gy))
         for i, j, window in _kernel_offsets(kernel, stride, out):
-            gW[:, :, i, j] = np.tensordot(gy_by_channel, padded[window], ((1, 2, 3), (0, 2, 3)))
+            pixels = np.ascontiguousarray(padded[window]).reshape(n, c, -1)
+            gW[:, :, i, j] = np.matmul(gy_by_image, pixels.transpose(0, 2, 1)).sum(axis=0)
         return gW
 
     def backward(self, ggW):
@@ -291,13 +294,25 @@ class Pooling(Function):
         self.kernel_size, self.stride, self.pad = kernel_size, stride, pad
 
     def forward(self, x):
-        col = im2col_array(x, self.kernel_size, self.stride, self.pad, to_matrix=False)
-        n, c, kh, kw, oh, ow = col.shape
-        col = col.reshape(n, c, kh * kw, oh, ow)
-        index_type = np.int8 if kh * kw <= 127 else np.intp
-        self.indexes = col.argmax(axis=2).astype(index_type)
-        self.x_shape = x.shape
-        return np.take_along_axis(col, self.indexes[:, :, None].astype(np.intp), axis=2)[:, :, 0]
+        # A running maximum over the kernel offsets (see _kernel_offsets): no
+        # column array, and the index kept is the offset of the first maximum,
+        # a NaN counting as the largest, as NumPy's argmax says.
+        kernel, stride, (ph, pw), out = window_geometry(x.shape, self.kernel_size, self.stride,
+                                                        self.pad)
+        padded = _padded(x, ph, pw)
+        index_type = np.int8 if kernel[0] * kernel[1] <= 127 else np.intp
+        y = indexes = None
+        for offset, (_, _, window) in enumerate(_kernel_offsets(kernel, stride, out)):
+            values = padded[window]
+            if y is None:
+                y, indexes = values.copy(), np.zeros(values.shape, dtype=index_type)
+                continue
+            larger = values > y
+            larger |= np.isnan(values) & ~np.isnan(y)
+            np.copyto(y, values, where=larger)
+            np.copyto(indexes, offset, where=larger)
+        self.indexes, self.x_shape = indexes, x.shape
+        return y
 
     def backward(self, gy):
         return _apply(PoolingGrad(self), gy)
@@ -315,12 +330,12 @@ class PoolingGrad(Function):
 
     def forward(self, gy):
         p = self.pooling
-        n, c, oh, ow = gy.shape
-        kh, kw = pair(p.kernel_size)
-        gcol = np.zeros((n, c, kh * kw, oh, ow), dtype=gy.dtype)
-        np.put_along_axis(gcol, p.indexes[:, :, None].astype(np.intp), gy[:, :, None], axis=2)
-        gcol = gcol.reshape(n, c, kh, kw, oh, ow)
-        return col2im_array(gcol, p.x_shape, (kh, kw), p.stride, p.pad, to_matrix=False)
+        n, c, h, w = p.x_shape
+        kernel, stride, (ph, pw), out = window_geometry(p.x_shape, p.kernel_size, p.stride, p.pad)
+        padded = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=gy.dtype)
+        for offset, (_, _, window) in enumerate(_kernel_offsets(kernel, stride, out)):
+            padded[window] += np.where(p.indexes == offset, gy, 0)
+        return padded[:, :, ph : ph + h, pw : pw + w]
 
     def backward(self, ggx):
         return _apply(PoolingWithIndexes(self.pooling), ggx)
@@ -338,10 +353,12 @@ class PoolingWithIndexes(Function):
 
     def forward(self, x):
         p = self.pooling
-        col = im2col_array(x, p.kernel_size, p.stride, p.pad, to_matrix=False)
-        n, c, kh, kw, oh, ow = col.shape
-        col = col.reshape(n, c, kh * kw, oh, ow)
-        return np.take_along_axis(col, p.indexes[:, :, None].astype(np.intp), axis=2)[:, :, 0]
+        kernel, stride, (ph, pw), out = window_geometry(x.shape, p.kernel_size, p.stride, p.pad)
+        padded = _padded(x, ph, pw)
+        y = np.empty(p.indexes.shape, dtype=x.dtype)
+        for offset, (_, _, window) in enumerate(_kernel_offsets(kernel, stride, out)):
+            np.copyto(y, padded[window], where=p.indexes == offset)
+        return y
 
     def backward(self, gy):
         return _apply(PoolingGrad(self.pooling), gy)
