@@ -13,7 +13,7 @@ the largest array of a convolution. Memory notes:
 * ``conv2d``, ``deconv2d`` and the gradient of conv2d with respect to its
   weight never make a column array at all: they sum, over the KH*KW kernel
   offsets, one matrix product of the input shifted by that offset with that
-  offset's slice of the weight (``_shifted_products``). The largest
+  offset's slice of the weight (``_kernel_offsets``). The largest
   temporary is then one input-sized copy, not a KH*KW-times-the-input
   column array (for a 3x3 kernel, 9 times less), at the price of KH*KW
   smaller products instead of one big one.
