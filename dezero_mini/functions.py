@@ -224,7 +224,18 @@ class ReLU(Function):
         return self.y
 
     def backward(self, gy):
-        return gy * (self.y > 0)
+        y = self.y
+        if isinstance(gy, Variable) or gy.ndim == 0:
+            return gy * (y > 0)
+        # Block by block along the first axis, so that the mask ``y > 0`` is
+        # about 64 KiB at a time: y, gy and gx are alive together here, and a
+        # whole mask on top was the peak of a CNN's training step.
+        gx = np.empty_like(gy)
+        block = builtins.max(1, 65536 * len(gy) // builtins.max(gy.size, 1))  # rows
+        for start in range(0, len(gy), block):
+            rows = slice(start, start + block)
+            np.multiply(gy[rows], y[rows] > 0, out=gx[rows])
+        return gx
 
 
 class LeakyReLU(Function):

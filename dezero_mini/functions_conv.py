@@ -5,15 +5,21 @@ compositions ``conv2d_simple`` and ``pooling_simple`` are built on ``im2col``
 with ``linear`` and ``max``, in ``dezero_mini.functions`` beside those (so
 that this module needs nothing of it, and F can hand these names on).
 
-All of them rest on one idea, im2col: every window that a kernel visits is
-copied out into its own column, so that a convolution becomes one matrix
+DeZero's versions rest on one idea, im2col: every window that a kernel visits
+is copied out into its own column, so that a convolution becomes one matrix
 product. A column array holds each input value up to KH*KW times, so it is
 the largest array of a convolution. Memory notes:
 
-* ``conv2d`` and ``pooling`` do not keep their columns for backward; they
-  are made again from the input when the gradient is computed (a little
-  more time, a KH*KW-times-the-input array less alive in the graph).
-  ``pooling`` keeps only the position of each maximum (one int8 per output).
+* ``conv2d``, ``deconv2d`` and the gradient of conv2d with respect to its
+  weight never make a column array at all: they sum, over the KH*KW kernel
+  offsets, one matrix product of the input shifted by that offset with that
+  offset's slice of the weight (``_kernel_offsets``). The largest
+  temporary is then one input-sized copy, not a KH*KW-times-the-input
+  column array (for a 3x3 kernel, 9 times less), at the price of KH*KW
+  smaller products instead of one big one.
+* ``pooling`` makes no column array either (a running maximum over the
+  offsets, and its gradient added back offset by offset); it keeps for
+  backward only the offset of each maximum (one int8 per output).
 * ``conv2d_simple`` and ``pooling_simple`` are compositions, as in DeZero's
   book: their column array is a node of the graph, alive until backward.
 
@@ -80,6 +86,27 @@ def col2im_array(col, img_shape, kernel_size, stride, pad, to_matrix=True):
     return img[:, :, ph : ph + h, pw : pw + w]
 
 
+# --- Convolution without columns: arrays -------------------------------------------
+def _padded(img, ph, pw):
+    """``img`` with ``ph`` rows and ``pw`` columns of zeros on each side (no copy without)."""
+    if ph == 0 and pw == 0:
+        return img
+    return np.pad(img, ((0, 0), (0, 0), (ph, ph), (pw, pw)))
+
+
+def _kernel_offsets(kernel, stride, out):
+    """For each kernel offset (i, j): the index of a padded image that gives,
+    for every window at once, the pixel that the offset reads in that window
+    (a strided view of shape (N, C, OH, OW)). A convolution is the sum over
+    the offsets of one small matrix product each, with no column array."""
+    (kh, kw), (sh, sw), (oh, ow) = kernel, stride, out
+    for i in range(kh):
+        for j in range(kw):
+            rows = slice(i, i + sh * (oh - 1) + 1, sh)
+            cols = slice(j, j + sw * (ow - 1) + 1, sw)
+            yield i, j, (slice(None), slice(None), rows, cols)
+
+
 # --- Windows as columns: Functions -------------------------------------------------
 class Im2col(Function):
     __slots__ = ("args", "x_shape")
@@ -139,11 +166,20 @@ class Conv2d(Function):
         if x.ndim != 4 or W.ndim != 4 or x.shape[1] != W.shape[1]:
             raise ValueError(f"conv2d: needs x (N, C, H, W) and W (OC, C, KH, KW) with the same C, "
                              f"got {x.shape} and {W.shape}")
-        col = im2col_array(x, W.shape[2:], self.stride, self.pad, to_matrix=False)
-        y = np.tensordot(col, W, ((1, 2, 3), (1, 2, 3)))  # (N, OH, OW, OC)
+        kernel, stride, (ph, pw), out = window_geometry(x.shape, W.shape[2:], self.stride, self.pad)
+        padded = _padded(x, ph, pw)
+        y = np.empty((len(x), len(W), *out), dtype=np.result_type(x, W))
+        y_channels_last = y.transpose(0, 2, 3, 1)  # a view: the products come as (N, OH, OW, OC)
+        # Each product is used in the statement that makes it, so that it is
+        # freed before the next one is made (a name would keep two alive).
+        for i, j, window in _kernel_offsets(kernel, stride, out):
+            if i == 0 and j == 0:
+                y_channels_last[...] = np.tensordot(padded[window], W[:, :, i, j], ((1,), (1,)))
+            else:
+                y_channels_last += np.tensordot(padded[window], W[:, :, i, j], ((1,), (1,)))
         if b is not None:
-            y += b
-        return np.ascontiguousarray(y.transpose(0, 3, 1, 2))
+            y += b.reshape(1, -1, 1, 1)
+        return y
 
     def backward(self, gy):
         x, W = self.x, self.W
@@ -175,10 +211,20 @@ class Deconv2d(Function):
         if self.outsize is None:
             self.outsize = (get_deconv_outsize(x.shape[2], kh, sh, ph),
                             get_deconv_outsize(x.shape[3], kw, sw, pw))
-        out_shape = (x.shape[0], W.shape[1], *pair(self.outsize))
-        gcol = np.tensordot(x, W, ((1,), (0,)))  # (N, H, W, OC, KH, KW): one column per pixel
-        y = col2im_array(gcol.transpose(0, 3, 4, 5, 1, 2), out_shape, (kh, kw), self.stride,
-                         self.pad, to_matrix=False)
+        n, c, h, w = x.shape
+        oh, ow = pair(self.outsize)
+        kernel, stride, _, windows = window_geometry((n, W.shape[1], oh, ow), (kh, kw),
+                                                     self.stride, self.pad)
+        if windows != (h, w):
+            raise ValueError(f"deconv2d: an output of {(oh, ow)} has {windows} windows of the "
+                             f"kernel, not one per input pixel {(h, w)}; give outsize=None or "
+                             f"{(get_deconv_outsize(h, kh, sh, ph), get_deconv_outsize(w, kw, sw, pw))}")
+        # Each input pixel's contribution, offset by offset, added to the pixel it reaches.
+        padded = np.zeros((n, W.shape[1], oh + 2 * ph, ow + 2 * pw), dtype=np.result_type(x, W))
+        pixels = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).reshape(-1, c)  # (N*H*W, C)
+        for i, j, window in _kernel_offsets(kernel, stride, windows):
+            padded[window] += (pixels @ W[:, :, i, j]).reshape(n, h, w, -1).transpose(0, 3, 1, 2)
+        y = padded[:, :, ph : ph + oh, pw : pw + ow]
         if b is not None:
             y += b.reshape(1, -1, 1, 1)
         return y
@@ -205,8 +251,16 @@ class Conv2dGradW(Function):
 
     def forward(self, x, gy):
         self.x, self.gy = x, gy
-        col = im2col_array(x, self.kernel_size, self.stride, self.pad, to_matrix=False)
-        return np.tensordot(gy, col, ((0, 2, 3), (0, 4, 5)))  # (OC, C, KH, KW)
+        kernel, stride, (ph, pw), out = window_geometry(x.shape, self.kernel_size, self.stride,
+                                                        self.pad)
+        padded = _padded(x, ph, pw)
+        n, oc, c = len(x), gy.shape[1], x.shape[1]
+        gy_by_image = gy.reshape(n, oc, -1)  # a view: gy is not copied
+        gW = np.empty((oc, c, *kernel), dtype=np.result_type(x, gy))
+        for i, j, window in _kernel_offsets(kernel, stride, out):
+            pixels = np.ascontiguousarray(padded[window]).reshape(n, c, -1)
+            gW[:, :, i, j] = np.matmul(gy_by_image, pixels.transpose(0, 2, 1)).sum(axis=0)
+        return gW
 
     def backward(self, ggW):
         x, gy = self.x, self.gy
@@ -240,13 +294,25 @@ class Pooling(Function):
         self.kernel_size, self.stride, self.pad = kernel_size, stride, pad
 
     def forward(self, x):
-        col = im2col_array(x, self.kernel_size, self.stride, self.pad, to_matrix=False)
-        n, c, kh, kw, oh, ow = col.shape
-        col = col.reshape(n, c, kh * kw, oh, ow)
-        index_type = np.int8 if kh * kw <= 127 else np.intp
-        self.indexes = col.argmax(axis=2).astype(index_type)
-        self.x_shape = x.shape
-        return np.take_along_axis(col, self.indexes[:, :, None].astype(np.intp), axis=2)[:, :, 0]
+        # A running maximum over the kernel offsets (see _kernel_offsets): no
+        # column array, and the index kept is the offset of the first maximum,
+        # a NaN counting as the largest, as NumPy's argmax says.
+        kernel, stride, (ph, pw), out = window_geometry(x.shape, self.kernel_size, self.stride,
+                                                        self.pad)
+        padded = _padded(x, ph, pw)
+        index_type = np.int8 if kernel[0] * kernel[1] <= 127 else np.intp
+        y = indexes = None
+        for offset, (_, _, window) in enumerate(_kernel_offsets(kernel, stride, out)):
+            values = padded[window]
+            if y is None:
+                y, indexes = values.copy(), np.zeros(values.shape, dtype=index_type)
+                continue
+            larger = values > y
+            larger |= np.isnan(values) & ~np.isnan(y)
+            np.copyto(y, values, where=larger)
+            np.copyto(indexes, offset, where=larger)
+        self.indexes, self.x_shape = indexes, x.shape
+        return y
 
     def backward(self, gy):
         return _apply(PoolingGrad(self), gy)
@@ -264,12 +330,12 @@ class PoolingGrad(Function):
 
     def forward(self, gy):
         p = self.pooling
-        n, c, oh, ow = gy.shape
-        kh, kw = pair(p.kernel_size)
-        gcol = np.zeros((n, c, kh * kw, oh, ow), dtype=gy.dtype)
-        np.put_along_axis(gcol, p.indexes[:, :, None].astype(np.intp), gy[:, :, None], axis=2)
-        gcol = gcol.reshape(n, c, kh, kw, oh, ow)
-        return col2im_array(gcol, p.x_shape, (kh, kw), p.stride, p.pad, to_matrix=False)
+        n, c, h, w = p.x_shape
+        kernel, stride, (ph, pw), out = window_geometry(p.x_shape, p.kernel_size, p.stride, p.pad)
+        padded = np.zeros((n, c, h + 2 * ph, w + 2 * pw), dtype=gy.dtype)
+        for offset, (_, _, window) in enumerate(_kernel_offsets(kernel, stride, out)):
+            padded[window] += np.where(p.indexes == offset, gy, 0)
+        return padded[:, :, ph : ph + h, pw : pw + w]
 
     def backward(self, ggx):
         return _apply(PoolingWithIndexes(self.pooling), ggx)
@@ -287,10 +353,12 @@ class PoolingWithIndexes(Function):
 
     def forward(self, x):
         p = self.pooling
-        col = im2col_array(x, p.kernel_size, p.stride, p.pad, to_matrix=False)
-        n, c, kh, kw, oh, ow = col.shape
-        col = col.reshape(n, c, kh * kw, oh, ow)
-        return np.take_along_axis(col, p.indexes[:, :, None].astype(np.intp), axis=2)[:, :, 0]
+        kernel, stride, (ph, pw), out = window_geometry(x.shape, p.kernel_size, p.stride, p.pad)
+        padded = _padded(x, ph, pw)
+        y = np.empty(p.indexes.shape, dtype=x.dtype)
+        for offset, (_, _, window) in enumerate(_kernel_offsets(kernel, stride, out)):
+            np.copyto(y, padded[window], where=p.indexes == offset)
+        return y
 
     def backward(self, gy):
         return _apply(PoolingGrad(self.pooling), gy)

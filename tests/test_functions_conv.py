@@ -1,6 +1,9 @@
 """Convolution and pooling (dezero_mini.functions_conv, also as F.conv2d ...):
 values against a plain loop, every Function's gradient checked numerically,
 and the layers Conv2d and Deconv2d."""
+import gc
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -143,3 +146,94 @@ def test_conv_layers_learn_their_input_size_and_train():
     assert all(p.grad is not None and p.grad.shape == p.shape
                for p in (*conv.params(), *deconv.params()))
     assert L.Conv2d(2, (3, 2), nobias=True, in_channels=3).W.shape == (2, 3, 3, 2)
+
+
+# --- Memory: no column array -----------------------------------------------------------
+def _traced_peak(run):
+    """tracemalloc's peak above the start while ``run()`` runs, the collector off."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    tracemalloc.start()
+    try:
+        start = tracemalloc.get_traced_memory()[0]
+        run()
+        return tracemalloc.get_traced_memory()[1] - start
+    finally:
+        tracemalloc.stop()
+        (gc.enable if was_enabled else gc.disable)()
+
+
+# A 5x5 kernel, padding 2: a column array would hold every input value 25 times.
+MEMORY_X = rng.randn(4, 8, 12, 12)
+MEMORY_W = rng.randn(8, 8, 5, 5)
+MEMORY_GY = rng.randn(4, 8, 12, 12)
+COLUMN_BYTES = 25 * MEMORY_X.nbytes
+MEMORY_POOL = C.Pooling(5, 1, 2)
+MEMORY_POOL.forward(MEMORY_X)  # its indexes, for the gradient Functions
+CONV_COMPUTATIONS = {
+    "conv2d": lambda: C.Conv2d(1, 2).forward(MEMORY_X, MEMORY_W),
+    "deconv2d": lambda: C.Deconv2d(1, 2).forward(MEMORY_GY, MEMORY_W.transpose(1, 0, 2, 3)),
+    "weight gradient": lambda: C.Conv2dGradW((5, 5), 1, 2).forward(MEMORY_X, MEMORY_GY),
+    "conv2d forward and backward": lambda: F.sum(F.conv2d(Variable(MEMORY_X),
+                                                          Variable(MEMORY_W), pad=2)).backward(),
+    "max pooling": lambda: C.Pooling(5, 1, 2).forward(MEMORY_X),
+    "max pooling's gradient": lambda: C.PoolingGrad(MEMORY_POOL).forward(MEMORY_GY),
+    "max pooling's chosen elements": lambda: C.PoolingWithIndexes(MEMORY_POOL).forward(MEMORY_X),
+}
+
+
+@pytest.mark.parametrize("computation", CONV_COMPUTATIONS.values(), ids=CONV_COMPUTATIONS)
+def test_convolutions_and_pooling_make_no_column_array(computation):
+    """conv2d, its gradients, deconv2d and max pooling work offset by kernel
+    offset (functions_conv._kernel_offsets): their temporaries are a few
+    input-sized arrays, never the 25-times-the-input column array that im2col
+    makes here."""
+    computation()  # warm-up: what is made once (caches) is not counted
+    peak = _traced_peak(computation)
+    assert peak < COLUMN_BYTES / 3, f"peak {peak} B: a column array is {COLUMN_BYTES} B"
+
+
+def test_deconv2d_refuses_an_outsize_its_input_does_not_fill():
+    with pytest.raises(ValueError, match=r"deconv2d: an output of \(9, 9\) has \(7, 7\) windows"
+                                         r".* not one per input pixel \(5, 6\)"):
+        F.deconv2d(X, rng.randn(3, 2, 3, 3), outsize=(9, 9))
+
+
+@pytest.mark.parametrize("window,index,value", [
+    ([1.0, 3.0, 3.0, 2.0], 1, 3.0),  # a tie: the first maximum, as argmax
+    ([1.0, np.nan, 5.0, np.nan], 1, np.nan),  # a NaN is the largest, the first one
+], ids=["tie", "nan"])
+def test_pooling_keeps_the_offset_of_the_first_maximum(window, index, value):
+    pool = C.Pooling(2, 2)
+    y = pool.forward(np.array(window).reshape(1, 1, 2, 2))
+    assert pool.indexes.ravel().tolist() == [index]
+    np.testing.assert_array_equal(y.ravel(), [value])
+
+
+# ReLU's backward on a CNN's activations: y, gy and gx are alive together, the
+# step's peak (benchmarks/peak_memory.py); a whole mask y > 0 was on top of them.
+def _relu_of(x):
+    relu = F.ReLU()
+    relu(Variable(x))
+    return relu
+
+
+@pytest.mark.parametrize("shape", [(64, 8, 6, 6), (3,), (), (1, 5)])
+def test_relu_backward_is_gy_where_y_is_positive(shape):
+    x = np.asarray(rng.randn(*shape), dtype=np.float32)
+    if x.size > 1:
+        x.flat[0] = np.nan
+    gy = np.asarray(rng.randn(*shape), dtype=np.float32)
+    gx = _relu_of(x).backward(gy)
+    np.testing.assert_array_equal(gx, gy * (np.maximum(x, 0) > 0))
+    assert gx.dtype == gy.dtype and gx.shape == gy.shape
+
+
+def test_relu_backward_makes_no_whole_mask():
+    x = rng.randn(64, 32, 12, 12).astype(np.float32)
+    gy = rng.randn(*x.shape).astype(np.float32)
+    relu = _relu_of(x)
+    relu.backward(gy)  # warm-up
+    peak = _traced_peak(lambda: relu.backward(gy))
+    whole_mask = x.size  # bytes: one bool an element
+    assert peak < gy.nbytes + whole_mask / 2, f"peak {peak} B, the gradient {gy.nbytes} B"
