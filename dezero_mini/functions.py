@@ -28,7 +28,7 @@ import numbers
 import numpy as np
 
 from dezero_mini import arrays, functions_conv
-from dezero_mini.validation import describe, expect
+from dezero_mini import validation  # (a module: its helpers are no functions of F)
 from dezero_mini.core import (  # noqa: F401 (re-exported)
     Cast,
     Config,
@@ -552,7 +552,7 @@ def _as_shape(shape, function="reshape"):
             isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in shape):
         return tuple(int(n) for n in shape)
     raise TypeError(f"{function}: shape must be a whole number or a tuple of them, "
-                    f"got {describe(shape)}")
+                    f"got {validation.describe(shape)}")
 
 
 def reshape(x, shape):
@@ -923,7 +923,7 @@ class Dropout(Function):
 
 def dropout(x, dropout_ratio=0.5):
     """Dropout in training (``Config.train``); the identity in ``test_mode()``."""
-    expect(dropout_ratio, numbers.Real, "dropout", "dropout_ratio", "a number in [0, 1)")
+    validation.expect(dropout_ratio, numbers.Real, "dropout", "dropout_ratio", "a number in [0, 1)")
     if not 0.0 <= dropout_ratio < 1.0:
         raise ValueError(f"dropout: dropout_ratio must be in [0, 1), got {dropout_ratio}")
     if not Config.train:

@@ -60,7 +60,8 @@ def test_each_program_gets_a_row_and_a_failure_sets_the_status(tmp_path):
     (tmp_path / "dezero" / "__init__.py").write_text("raise ImportError('the real DeZero')\n")
     done = run(tmp_path, "--first", "23", "--last", "60")
     assert done.returncode == 1, done.stderr
-    lines = done.stdout.splitlines()
+    machine, *lines = done.stdout.splitlines()
+    assert machine.startswith("measured ") and "numpy" in machine, machine  # where and when
     assert lines[0].startswith("step28  ran"), lines
     assert lines[1].startswith("step37  ran"), lines
     assert lines[2].startswith("step38  exit 1") and "ValueError: SumTo" in lines[2], lines
