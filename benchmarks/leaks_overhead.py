@@ -27,6 +27,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from dezero_mini.machine import describe
+
 ROOT = Path(__file__).resolve().parents[1]
 
 LOOP = """
@@ -100,6 +102,7 @@ def main():
                         help="only this pattern (may be repeated)")
     args = parser.parse_args()
     names = args.pattern or list(PATTERNS)
+    print(describe())  # where and when these figures were measured
     print(f"{args.steps} steps (20 of warm-up not timed), {args.rounds} rounds, medians "
           "(CPU time per step; wall time of the whole run):")
     print(f"{'pattern':40} {'alone ms/step':>14} {'leaks ms/step':>14} {'ratio':>6} "

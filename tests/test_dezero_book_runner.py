@@ -3,8 +3,8 @@ dezero_mini as ``dezero``. The real ones are DeZero's and need a clone of its
 repository, so most of these tests use programs and tests written here in the
 same form. Given a clone (``DEZERO_MINI_DEZERO_CLONE=path/to/clone``), the
 last ones run DeZero's own: every book program from step 23 to 58 that needs
-no network runs to its end, and every unit test passes but the ones README's
-table of differences names.
+no network runs to its end, and every unit test passes but the ones that the
+table of differences in docs/differences.md names.
 """
 import os
 import subprocess
@@ -152,8 +152,8 @@ needs_clone = pytest.mark.skipif(not CLONE, reason="set DEZERO_MINI_DEZERO_CLONE
                                  "github.com/oreilly-japan/deep-learning-from-scratch-3")
 # The book's programs that need the network (MNIST's files, VGG16's weights).
 NEEDS_NETWORK = {51, 52, 53, 58}
-# DeZero's tests that fail here on purpose: each is a row of README's table of
-# differences (sum_to to a shape that sums cannot reach; array_allclose of
+# DeZero's tests that fail here on purpose: each is a row of the table of
+# differences in docs/differences.md (sum_to to a shape that sums cannot reach; array_allclose of
 # two shapes).
 DIFFERENCES = {"tests/test_sum.py::TestSumTo::test_backward3",
                "tests/test_sum.py::TestSumTo::test_forward1"}

@@ -7,7 +7,7 @@ gradient of ``x + x`` on bools is True (it should be 2) and of ``-x`` on uint8
 one computed from the same values as float64, and every floating-point input
 gets a gradient of its own dtype. Operations on integers run as NumPy runs
 them (the forward is NumPy's, dtype and all). PyTorch refuses gradients for
-integers instead: a row of README's table of differences.
+integers instead: a row of the table of differences in docs/differences.md.
 """
 import re
 
