@@ -550,4 +550,6 @@ def test_the_memory_cross_check_reads_the_whole_tree(reading, tmp_path, monkeypa
         assert result.passed, result
         return
     assert not result.passed and result.error == "contradiction", result
-    assert re.search(r"while its RSS grew (\d+) MiB", result.measured), result.measured
+    # Either contradiction: the rise above its lowest point, or the stage's budget
+    # (which of the two the checker meets first depends on when it samples).
+    assert re.search(r"while its RSS (grew|reached) (\d+) MiB", result.measured), result.measured

@@ -371,29 +371,30 @@ class Worker:
         return self.cgroup is not None and self.cgroup.memory_kills() > 0
 
 
-def resident_bytes(pid):
-    """The resident memory of process ``pid`` (``VmRSS`` in /proc), or None."""
+def _status_field(pid, name):
+    """The words of the field ``name`` (``"VmRSS"``) of ``/proc/PID/status``,
+    or None where the process or the field is gone."""
     try:
         with open(f"/proc/{pid}/status") as status:
             for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
+                if line.startswith(name + ":"):
+                    return line.split()[1:]
+    except OSError:
         pass
     return None
+
+
+def resident_bytes(pid):
+    """The resident memory of process ``pid`` (``VmRSS`` in /proc), or None."""
+    words = _status_field(pid, "VmRSS")
+    return int(words[0]) * 1024 if words and words[0].isdigit() else None
 
 
 def _namespace_pid(pid):
     """The pid that process ``pid`` has in its own PID namespace (the last
     field of ``NSpid`` in /proc), or None."""
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("NSpid:"):
-                    return int(line.split()[-1])
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
+    words = _status_field(pid, "NSpid")
+    return int(words[-1]) if words and words[-1].isdigit() else None
 
 
 def end_worker(worker, grace=0.0):

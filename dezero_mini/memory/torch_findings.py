@@ -65,13 +65,13 @@ def _largest_collection(tensors, ours):
     own batch does."""
     members = {id(tensor) for tensor in tensors}
     leave_out = {id(item) for item in ours}
-    best, best_items = None, []
+    best_items = []
     for referrer in gc.get_referrers(*tensors):
         if id(referrer) in leave_out or isinstance(referrer, types.FrameType):
             continue
         items = [item for item in gc.get_referents(referrer) if id(item) in members]
         if len(items) > len(best_items):
-            best, best_items = referrer, items
+            best_items = items
     return best_items[:MAX_TARGETS] if len(best_items) > 1 else []
 
 
