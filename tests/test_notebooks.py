@@ -220,15 +220,20 @@ def test_notebooks_run_side_by_side_longest_first_and_are_kept(tmp_path, monkeyp
     (repo / "dezero_mini").mkdir(parents=True)
     (repo / "steps").mkdir()
     fine = _write_notebook(repo / "notebooks" / "01_fine.ipynb", [new_code_cell("print(sum(range(10)))")])
-    broken = _write_notebook(repo / "notebooks" / "02_broken.ipynb",
-                             [new_code_cell("x = 1"), new_code_cell("x / 0")])
+    broken = _write_notebook(repo / "notebooks" / "02_broken.ipynb",  # the longer code
+                             [new_code_cell("numbers = list(range(1000))\ntotal = sum(numbers)"),
+                              new_code_cell("total / 0")])
     cache = repo / "build" / "executed"
     monkeypatch.setattr(notebook_cache, "ROOT", repo)
     monkeypatch.setattr(notebook_cache, "CACHE_DIR", cache)
     monkeypatch.delenv(notebook_cache.FRESH_VARIABLE, raising=False)
-    cache.mkdir(parents=True)
-    (cache / "02_broken.json").write_text('{"seconds": 99.0}')  # its last run was the long one
+    # Without kept runs (a fresh clone), the longer code first; with them, the longer run.
     assert run_notebooks.longest_first([fine, broken]) == [broken.resolve(), fine.resolve()]
+    cache.mkdir(parents=True)
+    (cache / "01_fine.json").write_text('{"seconds": 99.0}')
+    assert run_notebooks.longest_first([fine, broken]) == [broken.resolve(), fine.resolve()]  # 02 has none
+    (cache / "02_broken.json").write_text('{"seconds": 1.5}')
+    assert run_notebooks.longest_first([fine, broken]) == [fine.resolve(), broken.resolve()]
 
     lines = []
     results = run_notebooks.run_side_by_side([fine, broken], jobs=2, report=lines.append)

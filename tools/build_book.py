@@ -460,13 +460,15 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
         else:
             nb = copy.deepcopy(executed(nb_path))  # the links below are rewritten in place
         seconds = time.perf_counter() - start
-        total += seconds
         if executed is None:
             how = "executed"
         elif nb_path.resolve() in run_notebooks.RUN_TIMES:  # run_notebooks.executed: run now, or kept
-            how = "took the kept run of" if run_notebooks.RUN_TIMES[nb_path.resolve()][1] else "executed"
+            # The seconds of its run, also when that ran before this loop (side by side)
+            seconds, reused = run_notebooks.RUN_TIMES[nb_path.resolve()]
+            how = "took the kept run of" if reused else "executed"
         else:
             how = "took the run of"
+        total += seconds
         print(f"{seconds:6.1f} s  {how} {nb_path.relative_to(root)}")
 
         where = nb_path.relative_to(root).as_posix()
@@ -505,7 +507,7 @@ def build(root: Path = ROOT, timeout: int = DEFAULT_TIMEOUT, run_mdbook: bool = 
                            "page": f"{stem}.html",
                            "figure": f"landing/{stem}.{figure[0]}" if figure else None})
     if notebooks:
-        print(f"{total:6.1f} s  for all {len(notebooks)} notebooks")
+        print(f"{total:6.1f} s  for all {len(notebooks)} notebooks (the wall times of their runs added up)")
     for source, page in extras:
         text = source.read_text(encoding="utf-8")
         (src / page).write_text(links.rewrite(text, source.parent, source.relative_to(root).as_posix()),

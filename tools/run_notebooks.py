@@ -264,19 +264,34 @@ def _run_kept(path: Path, timeout: int, fresh: bool, root: Path, cache_dir: Path
     return seconds, reused, asdict(cost), None
 
 
-def _kept_seconds(path: Path) -> float:
-    """How long the notebook's last kept run took (0 when none is kept or its entry
+def _kept_seconds(path: Path) -> float | None:
+    """How long the notebook's last kept run took (None when none is kept or its entry
     cannot be read), whether or not that run is still valid."""
     with contextlib.suppress(OSError, ValueError, TypeError, KeyError, AttributeError):
         return float(json.loads(notebook_cache._entry_path(path).read_text(encoding="utf-8"))["seconds"])
-    return 0.0
+    return None
+
+
+def _code_length(path: Path) -> int:
+    """The characters of the notebook's code cells (0 when it cannot be read)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        nb = nbformat.read(path, as_version=4)
+        return sum(len(cell.source) for cell in nb.cells if cell.cell_type == "code")
+    return 0
 
 
 def longest_first(paths) -> list[Path]:
-    """``paths`` resolved, in the order :func:`run_side_by_side` starts them: the
-    longest last kept run first (then by name), so that the notebook that ends last
-    is a short one and the workers finish together."""
-    return sorted((Path(p).resolve() for p in paths), key=lambda p: (-_kept_seconds(p), p.name))
+    """``paths`` resolved, in the order :func:`run_side_by_side` starts them, the
+    longest first, so that the notebook that ends last is a short one and the
+    workers finish together: by the seconds of their last kept runs when every one
+    has one, else (a fresh clone) by the length of their code, a rough measure of
+    what a lesson runs (on 2026-11-28 it put lesson 10, the longest, first and the
+    two shortest, 00 and 05, last)."""
+    paths = [Path(p).resolve() for p in paths]
+    kept = {path: _kept_seconds(path) for path in paths}
+    if all(seconds is not None for seconds in kept.values()):
+        return sorted(paths, key=lambda p: (-kept[p], p.name))
+    return sorted(paths, key=lambda p: (-_code_length(p), p.name))
 
 
 def default_jobs() -> int:
@@ -288,7 +303,7 @@ def default_jobs() -> int:
 def run_side_by_side(paths, jobs: int, timeout: int = DEFAULT_TIMEOUT, fresh: bool = False,
                      report=print) -> dict[Path, tuple[float, bool, RunCost, str | None]]:
     """Run (or, unless ``fresh``, reuse) the notebooks at ``paths``, ``jobs`` at a time,
-    each in a worker process of its own, the longest first (by their last kept run), so
+    each in a worker process of its own, the longest first (:func:`longest_first`), so
     that the last to finish is a short one. Each run is kept in build/executed/ as
     :func:`executed` keeps it, and :func:`executed` then takes it from there; returns,
     by resolved path, (seconds, reused, cost, error text or None), and calls ``report``
@@ -319,7 +334,15 @@ def executed_side_by_side(paths, jobs: int, timeout: int = DEFAULT_TIMEOUT, repo
     (:func:`run_side_by_side`): afterwards :func:`executed` returns each run at once,
     and ``RUN_TIMES`` holds the seconds of each and whether it was a kept one.
     Returns the error text of each notebook that failed (none: an empty list)."""
-    results = run_side_by_side(paths, jobs, timeout=timeout, report=report)
+    paths = [Path(p).resolve() for p in paths]
+    if os.environ.get(notebook_cache.FRESH_VARIABLE) != "1":
+        # Runs kept and still valid are loaded here: no worker to start for them.
+        for path in paths:
+            found = path not in RUNS and notebook_cache.load(path, notebook_cache.inputs_key(path))
+            if found:
+                RUNS[path], RUN_TIMES[path] = found[0], (found[1], True)
+        paths = [path for path in paths if path not in RUNS]
+    results = run_side_by_side(paths, jobs, timeout=timeout, report=report) if paths else {}
     errors = []
     for path, (seconds, reused, _, error) in results.items():
         if error:
