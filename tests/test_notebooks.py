@@ -211,6 +211,45 @@ def test_a_failing_cell_is_named(tmp_path):
     assert info.value.cell_index == 2
 
 
+def test_notebooks_run_side_by_side_longest_first_and_are_kept(tmp_path, monkeypatch):
+    """`make book` runs the notebooks in worker processes, two or more at a time
+    (run_notebooks.run_side_by_side): the one whose last run took longest starts
+    first, a failure is reported with its notebook and cell, a success is kept in
+    the cache (the next call reuses it), and each run says its kernel's CPU time."""
+    repo = tmp_path / "repo"
+    (repo / "dezero_mini").mkdir(parents=True)
+    (repo / "steps").mkdir()
+    fine = _write_notebook(repo / "notebooks" / "01_fine.ipynb", [new_code_cell("print(sum(range(10)))")])
+    broken = _write_notebook(repo / "notebooks" / "02_broken.ipynb",  # the longer code
+                             [new_code_cell("numbers = list(range(1000))\ntotal = sum(numbers)"),
+                              new_code_cell("total / 0")])
+    cache = repo / "build" / "executed"
+    monkeypatch.setattr(notebook_cache, "ROOT", repo)
+    monkeypatch.setattr(notebook_cache, "CACHE_DIR", cache)
+    monkeypatch.delenv(notebook_cache.FRESH_VARIABLE, raising=False)
+    # Without kept runs (a fresh clone), the longer code first; with them, the longer run.
+    assert run_notebooks.longest_first([fine, broken]) == [broken.resolve(), fine.resolve()]
+    cache.mkdir(parents=True)
+    (cache / "01_fine.json").write_text('{"seconds": 99.0}')
+    assert run_notebooks.longest_first([fine, broken]) == [broken.resolve(), fine.resolve()]  # 02 has none
+    (cache / "02_broken.json").write_text('{"seconds": 1.5}')
+    assert run_notebooks.longest_first([fine, broken]) == [fine.resolve(), broken.resolve()]
+
+    lines = []
+    results = run_notebooks.run_side_by_side([fine, broken], jobs=2, report=lines.append)
+
+    seconds, reused, cost, error = results[fine.resolve()]
+    assert error is None and not reused and seconds > 0
+    assert cost.kernel_cpu is not None and cost.kernel_cpu > 0 and set(cost.cells) == {0}
+    _, _, _, error = results[broken.resolve()]
+    assert "02_broken.ipynb" in error and "cell 2 of 2" in error and "ZeroDivisionError" in error
+    assert sorted(line.split()[2] for line in lines) == ["FAILED", "ran"]
+    assert notebook_cache.load(fine, notebook_cache.inputs_key(fine)) is not None
+    # The second time, the kept run is taken, not run again.
+    again = run_notebooks.run_side_by_side([fine], jobs=2, report=lines.append)
+    assert again[fine.resolve()][1] is True
+
+
 # ------------------------------------------------------------- the book build
 
 

@@ -18,11 +18,15 @@ the kept run while none of its inputs has changed, so that ``make test`` and
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
+import json
+import multiprocessing
 import os
 import re
 import sys
 import time
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import nbformat
@@ -117,23 +121,66 @@ def find_notebooks(folder: Path = NOTEBOOK_DIR) -> list[Path]:
     return sorted(Path(folder).glob(NOTEBOOK_GLOB))
 
 
-def execute_notebook(path, timeout: int = DEFAULT_TIMEOUT) -> nbformat.NotebookNode:
+@dataclass
+class RunCost:
+    """Where one notebook's run spent its time (filled in by :func:`execute_notebook`).
+
+    ``kernel_cpu`` is the CPU time (user + system) of the kernel process and of
+    the programs it ran and waited for (``dot``, ``mprof``, ...), read after the
+    last cell: the figure that a busy machine hardly changes, unlike wall time.
+    None where it cannot be read (no psutil)."""
+
+    started: float = field(default_factory=time.perf_counter)
+    kernel_start: float | None = None  # seconds from the start to the first cell
+    cells: dict[int, float] = field(default_factory=dict)  # kernel CPU seconds by cell index
+    kernel_cpu: float | None = None
+
+    def slowest(self, count: int) -> list[tuple[int, float]]:
+        """The ``count`` cells that took the most CPU: (index counted from 1, seconds), most first."""
+        ranked = sorted(self.cells.items(), key=lambda item: -item[1])[:count]
+        return [(index + 1, seconds) for index, seconds in ranked]
+
+
+def _kernel_cpu_seconds(client: NotebookClient) -> float | None:
+    """User + system CPU seconds of the kernel and of its waited-for children, or None."""
+    try:
+        import psutil
+
+        times = psutil.Process(client.km.provisioner.pid).cpu_times()
+    except Exception:  # no psutil, no kernel (any more): the figure is only a report
+        return None
+    return times.user + times.system + times.children_user + times.children_system
+
+
+def execute_notebook(path, timeout: int = DEFAULT_TIMEOUT, cost: RunCost | None = None,
+                     progress: bool = True) -> nbformat.NotebookNode:
     """Run every cell of the notebook at ``path``; return the notebook with its outputs.
 
     The file on disk is not changed. Raises :class:`NotebookError` (naming the
     notebook and the cell) when a cell raises, takes longer than ``timeout``
-    seconds, or the kernel dies.
+    seconds, or the kernel dies. ``cost``, when given, is filled in with where
+    the time went (:class:`RunCost`). ``progress=False``: no bar of the cells
+    (for runs side by side, whose bars would overwrite each other).
     """
     path = Path(path).resolve()
     nb = nbformat.read(path, as_version=4)
     running = {"index": None}
+    cost = cost if cost is not None else RunCost()
     # On a terminal, a bar of the notebook's cells (standard error); nothing in a pipe or a log.
-    bar = progress_bar(len(nb.cells), path.name, unit="cell")  # closed when the run ends
+    bar = progress_bar(len(nb.cells), path.name, unit="cell", quiet=not progress)  # closed when the run ends
 
     def note_cell(cell, cell_index, **_):
         running["index"] = cell_index
+        if cost.kernel_start is None:
+            cost.kernel_start = time.perf_counter() - cost.started
+        running["cpu_before"] = _kernel_cpu_seconds(client)
         bar.n = cell_index
         bar.refresh()
+
+    def note_cell_done(cell, cell_index, **_):
+        cost.kernel_cpu = _kernel_cpu_seconds(client)  # the kernel is still alive here
+        if cost.kernel_cpu is not None and running.get("cpu_before") is not None:
+            cost.cells[cell_index] = cost.kernel_cpu - running["cpu_before"]
 
     client = NotebookClient(
         nb,
@@ -142,6 +189,7 @@ def execute_notebook(path, timeout: int = DEFAULT_TIMEOUT) -> nbformat.NotebookN
         timeout=timeout,
         resources={"metadata": {"path": str(path.parent)}},
         on_cell_start=note_cell,
+        on_cell_executed=note_cell_done,
     )
     try:
         # JPY_SESSION_NAME, as Jupyter's servers set it: the kernel's __session__ names the
@@ -198,11 +246,128 @@ def executed_all(paths, timeout: int = DEFAULT_TIMEOUT) -> list[nbformat.Noteboo
     return [executed(path, timeout=timeout) for path in paths]  # the busy ones: wait now
 
 
+def _run_kept(path: Path, timeout: int, fresh: bool, root: Path, cache_dir: Path) -> tuple:
+    """In a worker process of :func:`run_side_by_side`: run or reuse one notebook, kept
+    in ``cache_dir`` (the parent's notebook_cache.CACHE_DIR, keyed on the files under the
+    parent's notebook_cache.ROOT); (seconds, reused, cost as a dict, None), or the
+    error's text in place of None."""
+    notebook_cache.ROOT, notebook_cache.CACHE_DIR = root, cache_dir
+    cost = RunCost()
+    start = time.perf_counter()
+    try:
+        _, seconds, reused = notebook_cache.run_or_reuse(
+            path, lambda nb: execute_notebook(nb, timeout=timeout, cost=cost, progress=False), fresh=fresh)
+    except NotebookError as exc:
+        return time.perf_counter() - start, False, asdict(cost), str(exc)
+    # A dict, not the RunCost: when run_notebooks.py is the main script, the worker's
+    # class lives in a module ("__mp_main__") that the parent cannot import to unpickle it.
+    return seconds, reused, asdict(cost), None
+
+
+def _kept_seconds(path: Path) -> float | None:
+    """How long the notebook's last kept run took (None when none is kept or its entry
+    cannot be read), whether or not that run is still valid."""
+    with contextlib.suppress(OSError, ValueError, TypeError, KeyError, AttributeError):
+        return float(json.loads(notebook_cache._entry_path(path).read_text(encoding="utf-8"))["seconds"])
+    return None
+
+
+def _code_length(path: Path) -> int:
+    """The characters of the notebook's code cells (0 when it cannot be read)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        nb = nbformat.read(path, as_version=4)
+        return sum(len(cell.source) for cell in nb.cells if cell.cell_type == "code")
+    return 0
+
+
+def longest_first(paths) -> list[Path]:
+    """``paths`` resolved, in the order :func:`run_side_by_side` starts them, the
+    longest first, so that the notebook that ends last is a short one and the
+    workers finish together: by the seconds of their last kept runs when every one
+    has one, else (a fresh clone) by the length of their code, a rough measure of
+    what a lesson runs (on 2026-11-28 it put lesson 10, the longest, first and the
+    two shortest, 00 and 05, last)."""
+    paths = [Path(p).resolve() for p in paths]
+    kept = {path: _kept_seconds(path) for path in paths}
+    if all(seconds is not None for seconds in kept.values()):
+        return sorted(paths, key=lambda p: (-kept[p], p.name))
+    return sorted(paths, key=lambda p: (-_code_length(p), p.name))
+
+
+def default_jobs() -> int:
+    """Notebooks run side by side by default: one per core, at most four (a kernel
+    and its lesson take a few hundred MiB)."""
+    return max(1, min(os.cpu_count() or 1, 4))
+
+
+def run_side_by_side(paths, jobs: int, timeout: int = DEFAULT_TIMEOUT, fresh: bool = False,
+                     report=print) -> dict[Path, tuple[float, bool, RunCost, str | None]]:
+    """Run (or, unless ``fresh``, reuse) the notebooks at ``paths``, ``jobs`` at a time,
+    each in a worker process of its own, the longest first (:func:`longest_first`), so
+    that the last to finish is a short one. Each run is kept in build/executed/ as
+    :func:`executed` keeps it, and :func:`executed` then takes it from there; returns,
+    by resolved path, (seconds, reused, cost, error text or None), and calls ``report``
+    with a line for each notebook as it finishes.
+
+    Worker processes, not threads: a kernel's client runs an event loop of its own, and
+    each worker's CPU figures are then its notebook's alone. Started with "spawn": a
+    fork of a process with running threads may deadlock."""
+    paths = longest_first(paths)
+    results = {}
+    context = multiprocessing.get_context("spawn")
+    with concurrent.futures.ProcessPoolExecutor(max_workers=max(1, jobs), mp_context=context) as pool:
+        futures = {pool.submit(_run_kept, path, timeout, fresh, notebook_cache.ROOT, notebook_cache.CACHE_DIR): path
+                   for path in paths}
+        for future in concurrent.futures.as_completed(futures):
+            path = futures[future]
+            seconds, reused, cost, error = future.result()
+            cost = RunCost(**{**cost, "cells": {int(k): v for k, v in cost["cells"].items()}})
+            results[path] = seconds, reused, cost, error
+            how = "FAILED" if error else ("kept  " if reused else "ran   ")
+            report(f"{seconds:6.1f} s  {how} {_display(path)}"
+                   + ("" if reused or error else f"  ({_cost_line(cost, 0)})"))
+    return results
+
+
+def executed_side_by_side(paths, jobs: int, timeout: int = DEFAULT_TIMEOUT, report=print) -> list[str]:
+    """:func:`executed` for each of ``paths``, ``jobs`` notebooks at a time
+    (:func:`run_side_by_side`): afterwards :func:`executed` returns each run at once,
+    and ``RUN_TIMES`` holds the seconds of each and whether it was a kept one.
+    Returns the error text of each notebook that failed (none: an empty list)."""
+    paths = [Path(p).resolve() for p in paths]
+    if os.environ.get(notebook_cache.FRESH_VARIABLE) != "1":
+        # Runs kept and still valid are loaded here: no worker to start for them.
+        for path in paths:
+            found = path not in RUNS and notebook_cache.load(path, notebook_cache.inputs_key(path))
+            if found:
+                RUNS[path], RUN_TIMES[path] = found[0], (found[1], True)
+        paths = [path for path in paths if path not in RUNS]
+    results = run_side_by_side(paths, jobs, timeout=timeout, report=report) if paths else {}
+    errors = []
+    for path, (seconds, reused, _, error) in results.items():
+        if error:
+            errors.append(error)
+            continue
+        executed(path, timeout=timeout)  # the run just kept: checked and loaded
+        RUN_TIMES[path] = (seconds, reused)
+    return errors
+
+
 def timed_execute(path, timeout: int = DEFAULT_TIMEOUT) -> tuple[nbformat.NotebookNode, float]:
     """:func:`execute_notebook` and the wall-clock seconds it took (kernel start included)."""
     start = time.perf_counter()
     nb = execute_notebook(path, timeout=timeout)
     return nb, time.perf_counter() - start
+
+
+def _cost_line(cost: RunCost, cells: int) -> str:
+    """The CPU seconds of a run, its kernel's start, and its ``cells`` slowest cells."""
+    cpu = f"{cost.kernel_cpu:6.1f} s CPU" if cost.kernel_cpu is not None else "     ? s CPU"
+    parts = [cpu, f"kernel start {cost.kernel_start or 0:.1f} s"]
+    if cells:
+        parts.append("cells: " + ", ".join(f"{index} {seconds:.1f} s"
+                                                   for index, seconds in cost.slowest(cells)))
+    return "; ".join(parts)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -211,28 +376,52 @@ def main(argv: list[str] | None = None) -> int:
                         help=f"notebooks to run (default: {_display(NOTEBOOK_DIR)}/{NOTEBOOK_GLOB})")
     parser.add_argument("--timeout", type=int, default=DEFAULT_TIMEOUT,
                         help="seconds allowed to one cell (default: %(default)s)")
+    parser.add_argument("--cells", type=int, default=3, metavar="N",
+                        help="name the N cells of each notebook that took most CPU (default: %(default)s; 0: none)")
+    parser.add_argument("--jobs", type=int, default=1, metavar="N",
+                        help="run N notebooks side by side, as `make book` does (default: %(default)s, "
+                             "one after another: each one's wall time is then its own)")
     args = parser.parse_args(argv)
 
     paths = args.paths or find_notebooks()
     if not paths:
         print(f"No notebooks found in {_display(NOTEBOOK_DIR)}.")
         return 0
-    print(f"Executing {len(paths)} notebook(s) with {sys.executable}")
+    print(f"Executing {len(paths)} notebook(s) with {sys.executable}"
+          + (f", {args.jobs} side by side" if args.jobs > 1 else ""))
+    print("  wall time, then the kernel's CPU time (user + system, the programs it ran included),")
+    print("  the seconds before its first cell, and the cells that took most CPU (counted from 1)")
     failed = []
-    total = 0.0
-    for path in paths:
-        start = time.perf_counter()
-        try:  # always run (this is the timing tool), and kept for `make book` and the tests
-            notebook_cache.run_or_reuse(path, lambda nb: execute_notebook(nb, timeout=args.timeout), fresh=True)
-        except NotebookError as exc:
-            seconds = time.perf_counter() - start
-            print(f"FAILED {_display(path)} after {seconds:.1f} s\n{exc}\n", file=sys.stderr)
+    total = total_cpu = 0.0
+    started = time.perf_counter()
+    if args.jobs > 1:
+        # always run (this is the timing tool), and kept for `make book` and the tests
+        results = run_side_by_side(paths, args.jobs, timeout=args.timeout, fresh=True,
+                                   report=lambda line: None)
+        outcomes = [(path, *results[Path(path).resolve()]) for path in paths]
+    else:
+        outcomes = []
+        for path in paths:
+            start = time.perf_counter()
+            cost, error = RunCost(), None
+            try:  # always run (this is the timing tool), and kept for `make book` and the tests
+                notebook_cache.run_or_reuse(
+                    path, lambda nb: execute_notebook(nb, timeout=args.timeout, cost=cost), fresh=True)
+            except NotebookError as exc:
+                error = str(exc)
+            outcomes.append((path, time.perf_counter() - start, False, cost, error))
+    for path, seconds, _, cost, error in outcomes:
+        if error:
+            print(f"FAILED {_display(path)} after {seconds:.1f} s\n{error}\n", file=sys.stderr)
             failed.append(path)
         else:
-            seconds = time.perf_counter() - start
-            print(f"{seconds:6.1f} s  {_display(path)}")
+            print(f"{seconds:6.1f} s  {_display(path)}\n         {_cost_line(cost, args.cells)}")
         total += seconds
-    print(f"{total:6.1f} s  in all; {len(paths) - len(failed)} ran, {len(failed)} failed")
+        total_cpu += cost.kernel_cpu or 0.0
+    wall = time.perf_counter() - started
+    print(f"{total:6.1f} s  in all ({total_cpu:.1f} s CPU in the kernels"
+          + (f"; {wall:.1f} s from the first start to the last end" if args.jobs > 1 else "")
+          + f"); {len(paths) - len(failed)} ran, {len(failed)} failed")
     return 1 if failed else 0
 
 
