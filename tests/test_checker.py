@@ -22,7 +22,7 @@ from dezero_mini.contracts import contracts_at, get_stage, stages
 from dezero_mini.contracts.runner import OUTPUT_LIMIT, check_file
 from dezero_mini.memory.stages import stage_path
 
-BATCHES = "20"  # the default is 200 (as in test_stage_memory); 20 show every leak too
+BATCHES = "20"  # the default is 50 (as in test_stage_memory); 20 show every leak too
 
 
 def step_text(number):

@@ -27,7 +27,8 @@ import pytest
 from conftest import ROOT, STEPS
 from dezero_mini import cli
 from dezero_mini.contracts import contracts_at, names_needed_at
-from dezero_mini.contracts.runner import check_file, memory_budget
+from dezero_mini.contracts.bench import BATCHES
+from dezero_mini.contracts.runner import check_file, memory_budget, rss_growth_allowed
 from dezero_mini.contracts import bubblewrap as sandbox_tool
 from dezero_mini.contracts import sandbox
 from dezero_mini.contracts.sandbox import MIB, Limits
@@ -188,6 +189,11 @@ HOSTILE = [
     Hostile("hides_memory_from_tracemalloc", hidden_memory, 1,
             r"the worker reported -?\d+\.\d KiB per batch while its RSS (grew|reached) (?P<mib>\d+) MiB",
             argv=("--batches", "20")),
+    # At the default batches (50) it hides about 100 MiB by the end of traced_bytes_flat:
+    # under a fixed allowance of 128 MiB, over the 28.5 MiB allowed for 50 batches.
+    Hostile("hides_memory_from_tracemalloc_at_the_default_batches", hidden_memory, 1,
+            r"the worker reported -?\d+\.\d KiB per batch while its RSS (grew|reached) (?P<mib>\d+) MiB",
+            argv=()),
 ]
 
 
@@ -361,7 +367,9 @@ def test_a_hostile_submission_is_not_a_pass(case, tmp_path, capsys, monkeypatch)
         assert "HANG HERE" in lines[int(found["line"]) - 1] or "pass" in lines[int(found["line"]) - 1]
         assert sum(c["measured"].startswith("not run") for c in report["contracts"]) >= 1
     if "mib" in found.groupdict():
-        assert int(found["mib"]) >= 128
+        batches = int(case.argv[case.argv.index("--batches") + 1]) if "--batches" in case.argv \
+            else BATCHES
+        assert int(found["mib"]) * MIB > rss_growth_allowed(batches)
     if "peak" in found.groupdict():
         assert int(found["peak"]) * MIB > memory_budget(3)
 
