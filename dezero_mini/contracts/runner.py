@@ -111,8 +111,10 @@ OUTPUT_LIMIT = 2000
 class ContractResult:
     """One contract on the learner's file. ``error`` is None when the
     measurement ran; "raised", "timeout", "crashed" or "contradiction" when it
-    could not or was contradicted from outside; "not_loaded" when the file
-    could not be checked (``CheckReport.settle``). ``points``: what it
+    could not or was contradicted from outside; "missing" when the file lacks
+    a name that the contract's stage needs (it was not run: those of earlier
+    stages were); "not_loaded" when the file could not be checked
+    (``CheckReport.settle``). ``points``: what it
     earned, out of ``max_points``."""
 
     name: str
