@@ -692,7 +692,8 @@ def test_in_the_sandbox_the_stage_reference_is_out_of_sight(tmp_path, capsys):
 def test_the_lab_chapter_states_the_checkers_defaults():
     """The threat model quotes the limits: it follows the code."""
     from dezero_mini.contracts.runner import (DEFAULT_TIMEOUT, DEFAULT_TOTAL_TIMEOUT,
-                                              REFERENCE_PEAK_MIB, RSS_GROWTH_ALLOWED)
+                                              REFERENCE_PEAK_MIB, RSS_GROWTH_ALLOWED,
+                                              RSS_GROWTH_FLOOR, RSS_GROWTH_PER_BATCH)
     from dezero_mini.contracts.sandbox import MIB
 
     text = " ".join((ROOT / "docs" / "classroom.md").read_text().split())
@@ -702,7 +703,10 @@ def test_the_lab_chapter_states_the_checkers_defaults():
                   f"files of at most {limits.file_size_mib} MiB",
                   f"{limits.extra_processes} more than the grading user runs",
                   f"{DEFAULT_TOTAL_TIMEOUT:g} s by default", f"(`--timeout`, {DEFAULT_TIMEOUT:g} s)",
-                  f"the allowance is {RSS_GROWTH_ALLOWED // MIB} MiB",
+                  f"the allowance is {RSS_GROWTH_FLOOR // MIB} MiB and "
+                  f"{RSS_GROWTH_PER_BATCH // 1024} KiB per batch of the record, at most "
+                  f"{RSS_GROWTH_ALLOWED // MIB} MiB",
+                  f"{rss_growth_allowed(BATCHES) / MIB:g} MiB allowed over {BATCHES} batches",
                   f"({REFERENCE_PEAK_MIB[3]} MiB at stage 03, {REFERENCE_PEAK_MIB[10]} MiB at stage 10)",
                   f"above the {memory_budget(3) // MIB} MiB that stage 03 needs at most",
                   f"more than {limits.memory_mib} MiB of memory"):
