@@ -342,6 +342,7 @@ class Worker:
         self.stdin, self.stdout = process.stdin, process.stdout
         self._pid = None if sandboxed else root
         self._tree, self._tree_read_at = {root}, 0.0
+        self._memory_kills = None  # read from the cgroup before it is removed
 
     @property
     def pid(self):
@@ -377,7 +378,10 @@ class Worker:
         return sum(sizes) if sizes else None
 
     def memory_killed(self):
-        """Whether the kernel killed a process of the tree for its cgroup's limit."""
+        """Whether the kernel killed a process of the tree for its cgroup's limit
+        (as the cgroup said when ``end_worker`` removed it, once it has)."""
+        if self._memory_kills is not None:
+            return self._memory_kills > 0
         return self.cgroup is not None and self.cgroup.memory_kills() > 0
 
 
@@ -438,6 +442,7 @@ def end_worker(worker, grace=0.0):
         if code is not None and code > 128:  # bwrap's exit code for a worker a signal killed
             code = 128 - code
     if worker.cgroup is not None:
+        worker._memory_kills = worker.cgroup.memory_kills()  # (its files go with it)
         worker.cgroup.remove()
     if worker.scratch is not None:
         remove_scratch(worker.scratch)
