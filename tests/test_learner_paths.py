@@ -115,6 +115,38 @@ def test_progress_checks_the_files_that_start_writes(started):
         assert "course's own" not in lines[number]
 
 
+def test_an_interrupted_progress_ends_the_checks_of_its_other_threads(tmp_path):
+    """Ctrl-C reaches the thread that prints; the checks that the other
+    threads run (two files that loop while loading, under a 60 s limit)
+    end at once, their workers killed, instead of running to their limit."""
+    import threading
+
+    from dezero_mini.contracts.runner import CheckStopped, check_file
+    from dezero_mini.grading.learner_progress import progress
+
+    for number in (3, 4):
+        (tmp_path / get_stage(number).file_name).write_text("while True:\n    pass\n")
+    stopped, loading, outcomes = threading.Event(), threading.Semaphore(0), []
+
+    def check(number, path):
+        try:
+            outcomes.append(check_file(number, path, timeout=60, total_timeout=60, stop=stopped,
+                                       on_step=lambda step: loading.release()))
+        except CheckStopped as error:
+            outcomes.append(error)
+            raise
+
+    def interrupt(item):  # once both files are loading, as a learner's Ctrl-C would
+        if item.number == 2:
+            loading.acquire()
+            loading.acquire()
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        progress(tmp_path, check, on_stage=interrupt, jobs=2, stop=stopped.set)
+    assert len(outcomes) == 2 and all(isinstance(o, CheckStopped) for o in outcomes), outcomes
+
+
 # --- Grading refuses the course's own file ------------------------------------------------------
 def _check_json(folder, path, capsys):
     code = cli.main(["check", "1", str(path), "--json"])

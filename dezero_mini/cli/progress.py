@@ -6,6 +6,7 @@ with the run options of ``check`` (``add_run_options``), ``--jobs`` stages at a
 time (in one process: its start is paid once, not once per stage).
 """
 import sys
+import threading
 from pathlib import Path
 
 from dezero_mini.arguments import positive_int
@@ -26,12 +27,14 @@ def run_progress(args):
         return 2
     print(f"your stage files in {folder}:", flush=True)
 
+    stopped = threading.Event()  # Ctrl-C: the checks of the other threads end too
+
     def check(number, path):  # (self-study: the course's own files too, noted as such)
         return check_file(number, path, timeout=args.timeout, total_timeout=args.total_timeout,
-                          batches=args.batches, allow_reference=True)
+                          batches=args.batches, allow_reference=True, stop=stopped)
 
     items = progress(folder, check, on_stage=lambda item: print(progress_line(item), flush=True),
-                     jobs=args.jobs)
+                     jobs=args.jobs, stop=stopped.set)
     print(progress_summary(items))
     return 0
 

@@ -202,6 +202,11 @@ class CheckReport:
         return json.dumps(self.as_dict(), indent=2)
 
 
+class CheckStopped(Exception):
+    """The ``stop`` event of ``check_file`` was set: the worker and its
+    processes were killed, and there is no report."""
+
+
 class _Output:
     """The beginning of what the child printed; the rest is counted, not kept."""
 
@@ -323,15 +328,18 @@ class _Child:
             else:
                 self.selector.unregister(self.process.stdout)
 
-    def next_event(self, deadline):
+    def next_event(self, deadline, stop=None):
         """The next event, or "timeout" when ``deadline`` passes first, or
         None when the worker has ended. Raises ``Tampered`` for a line on
-        the channel that the worker's checker did not sign."""
+        the channel that the worker's checker did not sign, ``CheckStopped``
+        once ``stop`` (a ``threading.Event``) is set."""
         while True:
             line, newline, rest = self.pending.partition(b"\n")
             if newline:
                 self.pending = rest
                 return self.reader.read(line)
+            if stop is not None and stop.is_set():
+                raise CheckStopped("the check was stopped")
             self._sample_rss()
             if not self.channel_open or self.process.poll() is not None:
                 self._read(0)  # what it wrote just before it ended
@@ -542,7 +550,7 @@ def _limit_text(limits, code, text, memory_killed=False):
 
 def check_file(number, path, *, timeout=DEFAULT_TIMEOUT, total_timeout=DEFAULT_TOTAL_TIMEOUT,
                batches=BATCHES, limits=Limits(), allow_reference=False, names=None,
-               weights=None, sandbox="auto", on_step=None):
+               weights=None, sandbox="auto", on_step=None, stop=None):
     """Hold the file ``path`` to every contract of stage ``number`` (or only
     to those named in ``names``: ValueError for a name the stage lacks).
 
@@ -562,6 +570,9 @@ def check_file(number, path, *, timeout=DEFAULT_TIMEOUT, total_timeout=DEFAULT_T
     uses it; ``report.sandboxed`` says which it was.
     ``on_step(what)``, when given, hears each step as it starts: "loading the file",
     then each contract's name (a progress display's cue; it must not raise).
+    ``stop``: a ``threading.Event`` that another thread sets to end the check
+    at once (within ``_Child.RSS_EVERY``): the worker is killed and
+    ``CheckStopped`` raised (``progress`` stops its other checks so on Ctrl-C).
     """
     if sandbox not in SANDBOX_MODES:
         raise ValueError(f"sandbox must be one of {', '.join(SANDBOX_MODES)}, not {sandbox!r}")
@@ -572,14 +583,14 @@ def check_file(number, path, *, timeout=DEFAULT_TIMEOUT, total_timeout=DEFAULT_T
     report = _check(stage, Path(path), selected, timeout=timeout, total_timeout=total_timeout,
                     batches=batches, limits=limits, allow_reference=allow_reference,
                     total_deadline=started + total_timeout, sandbox=sandbox,
-                    on_step=on_step or (lambda what: None))
+                    on_step=on_step or (lambda what: None), stop=stop)
     report.settle(selected, points)
     report.seconds = round(time.monotonic() - started, 2)
     return report
 
 
 def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, allow_reference,
-           total_deadline, sandbox, on_step):
+           total_deadline, sandbox, on_step, stop=None):
     """Run the contracts ``selected`` on ``path`` in contained worker processes."""
     number = stage.number
     report = CheckReport(stage=stage.number, stage_name=stage.name, stage_title=stage.title,
@@ -612,7 +623,7 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
             while True:
                 deadline = min(began + timeout, total_deadline)
                 try:
-                    event = child.next_event(deadline)
+                    event = child.next_event(deadline, stop)
                 except Tampered as error:
                     report.status, report.message = "error", (
                         f"tampering detected: the result channel received {error}")

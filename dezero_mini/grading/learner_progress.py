@@ -50,13 +50,16 @@ def stage_file(folder, stage):
     return None, ""
 
 
-def progress(folder, check, on_stage=None, jobs=1):
+def progress(folder, check, on_stage=None, jobs=1, stop=None):
     """A ``StageProgress`` per stage, in course order; ``check(number, path)``
     returns a check report (``check_file`` with the options of the command);
     ``on_stage(progress)`` hears of each stage, in course order, as soon as it
     and every stage before it are done. ``jobs``: how many checks run at once
     (threads of this process: each check still runs the file in a worker and
-    a sandbox of its own; the workers are what take the processors)."""
+    a sandbox of its own; the workers are what take the processors).
+    ``stop()``, when given, is called when this thread is interrupted (Ctrl-C
+    reaches it alone), to end the checks that other threads run (``check_file``'s
+    ``stop`` event), before the interruption goes on up."""
     items = []
     for stage in stages():
         path, note = stage_file(Path(folder), stage)
@@ -73,6 +76,8 @@ def progress(folder, check, on_stage=None, jobs=1):
         except BaseException:
             for future in reports.values():
                 future.cancel()
+            if stop is not None:
+                stop()
             raise
     return items
 
