@@ -22,7 +22,7 @@ from dezero_mini.contracts import contracts_at, get_stage, stages
 from dezero_mini.contracts.runner import OUTPUT_LIMIT, check_file
 from dezero_mini.memory.stages import stage_path
 
-BATCHES = "20"  # the default is 200 (as in test_stage_memory); 20 show every leak too
+BATCHES = "20"  # the default is 50 (as in test_stage_memory); 20 show every leak too
 
 
 def step_text(number):
@@ -390,12 +390,30 @@ def test_a_syntax_error_is_exit_2(tmp_path, capsys):
     assert code == 2 and "SyntaxError" in report["message"]
 
 
-def test_a_missing_name_is_exit_2_naming_it(tmp_path, capsys):
+def test_a_missing_name_fails_the_contracts_that_need_it_naming_it(tmp_path, capsys):
+    """Stage 04's file checked as stage 05 (what ``start 5`` writes): stage 04's
+    contracts run and score; each of stage 05's fails as not run, naming what is
+    missing. Exit 1: the file was checked."""
     path = tmp_path / "step05_no_grad.py"
     path.write_text(step_text(4))  # stage 04's file has no Config, using_config, no_grad
     code, report = check_json(capsys, "5", str(path))
-    assert code == 2
-    assert "lacks Config, using_config, no_grad" in report["message"], report["message"]
+    assert code == report["exit_code"] == 1 and report["status"] == "failed", report
+    for contract in report["contracts"]:
+        if contract["from_stage"] == 5:
+            assert not contract["passed"] and contract["error"] == "missing", contract
+            assert contract["measured"].startswith(
+                "not run: step05_no_grad.py lacks Config, using_config, no_grad"), contract
+        else:
+            assert contract["passed"] and contract["points"] > 0, contract
+    assert report["passed"] == len(contracts_at(4)) > 0
+
+
+def test_a_file_lacking_the_names_of_every_contract_is_exit_2_naming_them(tmp_path, capsys):
+    """Nothing can run on a file without a Variable: it cannot be checked."""
+    path = tmp_path / "step05_no_grad.py"
+    path.write_text(step_text(4) + "\ndel Variable\n")
+    code, report = check_json(capsys, "5", str(path))
+    assert code == 2 and "lacks Variable, " in report["message"], report["message"]
 
 
 def test_a_missing_file_is_exit_2(tmp_path, capsys):

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 from conftest import STEPS
-from dezero_mini.contracts import bubblewrap, contracts_at
+from dezero_mini.contracts import bubblewrap, contracts_at, sandbox
 from dezero_mini.contracts.cgroup import MemoryCgroup
 from dezero_mini.contracts.runner import check_file
 from dezero_mini.contracts.sandbox import Limits, package_folder
@@ -254,6 +254,36 @@ def test_the_memory_of_the_whole_tree_is_bounded(mode, tmp_path):
     # is the one that goes beyond, and the report then names the limit).
     assert re.search(r"children alive after filling: [0-3]\b", report.output) or (
         "the file's processes used more than 400 MiB of memory together" in report.message), report
+
+
+class _CgroupThatForgets:
+    """A cgroup whose kernel killed a process for its limit, and whose files
+    are gone once it is removed (as a real one's folder is)."""
+
+    def __init__(self):
+        self.removed = False
+
+    def memory_kills(self):
+        return 0 if self.removed else 1
+
+    def processes(self):
+        return []
+
+    def remove(self):
+        self.removed = True
+
+
+def test_the_kernels_memory_kill_is_read_before_the_cgroup_is_removed():
+    """``end_worker`` removes the worker's cgroup; the report asks afterwards
+    whether the kernel killed for its limit, which only the cgroup's own files
+    say: read then, it was always "no" (the message named no limit)."""
+    process = subprocess.Popen([sys.executable, "-c", "pass"], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, start_new_session=True)
+    worker = sandbox.Worker(process, process.pid, sandboxed=True, cgroup=_CgroupThatForgets())
+    sandbox.end_worker(worker)
+    process.stdin.close()
+    process.stdout.close()
+    assert worker.cgroup.removed and worker.memory_killed()
 
 
 # --- Gradescope's results file ------------------------------------------------------------------

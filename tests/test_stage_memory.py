@@ -10,7 +10,7 @@ on purpose.
 
 Deterministic signals only: counts of live Variables and Functions, and
 tracemalloc bytes, with the cyclic collector disabled. Each stage's
-200-batch training record is made once and shared by its contracts
+50-batch training record is made once and shared by its contracts
 (``dezero_mini.contracts.bench``). That the contracts can fail is shown by
 ``test_checker.py``, which runs them on subtly wrong files.
 """
@@ -63,7 +63,7 @@ def test_every_contract_is_held_by_some_stage():
 
 @pytest.mark.xdist_group("bench-step03_weakref_outputs")
 def test_records_have_the_batches_of_the_course():
-    assert bench(load("step03_weakref_outputs")).record.batches == BATCHES == 200
+    assert bench(load("step03_weakref_outputs")).record.batches == BATCHES == 50
 
 
 @pytest.mark.xdist_group("bench-step01_leaking_graph")

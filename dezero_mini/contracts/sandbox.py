@@ -47,6 +47,14 @@ MIB = 1024 * 1024
 #: Environment variables that reach the worker unchanged (``LC_*`` too).
 #: Nothing else of the grader's environment does.
 ENVIRONMENT_WHITELIST = ("PATH", "LANG", "LANGUAGE", "TZ")
+#: Set in the worker's environment: NumPy's BLAS on one thread. The contracts'
+#: products are small (256 x 32 x 32 in the standard workload, 256 x 256 x 256
+#: at most), too small to share; OpenBLAS's extra threads spin while they wait
+#: for work, and took 3 times the CPU of one thread over stage 05's inference
+#: contract (0.33 against 0.11 s, 2026-11-28, load 22); two checks at once
+#: (``progress``, ``grade --jobs 2``) would each have them spin on the other's core.
+SINGLE_THREADED_BLAS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1",
+                        "MKL_NUM_THREADS": "1"}
 
 
 @dataclass(frozen=True)
@@ -223,15 +231,17 @@ def bootstrap_code(module):
 
 
 def worker_environment(scratch):
-    """The worker's environment: the whitelisted variables, ``LC_*``, and
-    ``HOME``/``TMPDIR`` in the scratch folder. The folder of the course's
-    step files is passed resolved (stage 04's contracts load stage 03)."""
+    """The worker's environment: the whitelisted variables, ``LC_*``,
+    ``HOME``/``TMPDIR`` in the scratch folder, and ``SINGLE_THREADED_BLAS``.
+    The folder of the course's step files is passed resolved (stage 04's
+    contracts load stage 03)."""
     from dezero_mini.memory.stages import steps_dir
 
     env = {name: value for name, value in os.environ.items()
            if name in ENVIRONMENT_WHITELIST or name.startswith("LC_")}
     env.setdefault("PATH", os.defpath)
     env.update(HOME=scratch, TMPDIR=scratch, DEZERO_MINI_STEPS=str(steps_dir()))
+    env.update(SINGLE_THREADED_BLAS)
     return env
 
 
@@ -332,6 +342,7 @@ class Worker:
         self.stdin, self.stdout = process.stdin, process.stdout
         self._pid = None if sandboxed else root
         self._tree, self._tree_read_at = {root}, 0.0
+        self._memory_kills = None  # read from the cgroup before it is removed
 
     @property
     def pid(self):
@@ -367,7 +378,10 @@ class Worker:
         return sum(sizes) if sizes else None
 
     def memory_killed(self):
-        """Whether the kernel killed a process of the tree for its cgroup's limit."""
+        """Whether the kernel killed a process of the tree for its cgroup's limit
+        (as the cgroup said when ``end_worker`` removed it, once it has)."""
+        if self._memory_kills is not None:
+            return self._memory_kills > 0
         return self.cgroup is not None and self.cgroup.memory_kills() > 0
 
 
@@ -428,6 +442,7 @@ def end_worker(worker, grace=0.0):
         if code is not None and code > 128:  # bwrap's exit code for a worker a signal killed
             code = 128 - code
     if worker.cgroup is not None:
+        worker._memory_kills = worker.cgroup.memory_kills()  # (its files go with it)
         worker.cgroup.remove()
     if worker.scratch is not None:
         remove_scratch(worker.scratch)

@@ -283,12 +283,19 @@ def parameters_keep_data_and_gradients(module):
         expected="every parameter: the same data, a gradient of its shape, no creator")
 
 
+#: Batches that ``gradients_bit_identical_to_stage05`` compares, bit for bit. Every
+#: batch runs the same operations on new numbers: an arithmetic that freeing changes
+#: differs in the first batch's loss or gradients already; ten (it was thirty) also
+#: carry each difference through nine updates of the parameters.
+IDENTICAL_BATCHES = 10
+
+
 @STAGE.contract(hint="""
     Freeing changes when memory is released, never what is computed: the same
     operations in the same order must give the same numbers as stage 05, and as
     the same file with retain_graph=True.""")
 def gradients_bit_identical_to_stage05(module):
-    """Thirty training batches give the losses, parameters and gradients of the
+    """Ten training batches give the losses, parameters and gradients of the
     same framework with ``retain_graph=True`` (where backward takes it) and,
     for a stage file, of stage 05, to the last bit. dezero_mini is compared with itself only: its formulas are
     not stage 05's (its sigmoid, for one, keeps the far left tail)."""
@@ -300,7 +307,7 @@ def gradients_bit_identical_to_stage05(module):
     differ = []
     for label, reference, kwargs in references:
         freeing = Workload(module)
-        differ += [f"batch {i} against {label}" for i in range(30)
+        differ += [f"batch {i} against {label}" for i in range(IDENTICAL_BATCHES)
                    if reference.train_step(i, **kwargs) != freeing.train_step(i)]
         for name, pairs in (("data", [(p.data, q.data) for p, q in zip(reference.parameters,
                                                                          freeing.parameters)]),
@@ -310,7 +317,8 @@ def gradients_bit_identical_to_stage05(module):
                 differ.append(f"parameters' {name} against {label}")
     return Measurement(
         passed=not differ,
-        expected="equal losses in 30 batches, then equal parameters and gradients, against "
+        expected=f"equal losses in {IDENTICAL_BATCHES} batches, then equal parameters and "
+                 "gradients, against "
                  + " and ".join(label for label, _, _ in references),
         measured="equal" if not differ else f"differ: {', '.join(differ[:5])}")
 

@@ -6,6 +6,7 @@ file ``stepNN_*.py`` of that stage under another name), checked by
 ``check_file`` against that stage's contracts: which pass, which fail, and
 the points. A stage without a file says how to begin it.
 """
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -49,20 +50,36 @@ def stage_file(folder, stage):
     return None, ""
 
 
-def progress(folder, check, on_stage=None):
+def progress(folder, check, on_stage=None, jobs=1, stop=None):
     """A ``StageProgress`` per stage, in course order; ``check(number, path)``
     returns a check report (``check_file`` with the options of the command);
-    ``on_stage(progress)`` hears of each stage as it is done."""
-    found = []
+    ``on_stage(progress)`` hears of each stage, in course order, as soon as it
+    and every stage before it are done. ``jobs``: how many checks run at once
+    (threads of this process: each check still runs the file in a worker and
+    a sandbox of its own; the workers are what take the processors).
+    ``stop()``, when given, is called when this thread is interrupted (Ctrl-C
+    reaches it alone), to end the checks that other threads run (``check_file``'s
+    ``stop`` event), before the interruption goes on up."""
+    items = []
     for stage in stages():
         path, note = stage_file(Path(folder), stage)
-        item = StageProgress(stage.number, stage.title, stage.file_name, path, note=note)
-        if path is not None:
-            item.report = check(stage.number, path)
-        found.append(item)
-        if on_stage:
-            on_stage(item)
-    return found
+        items.append(StageProgress(stage.number, stage.title, stage.file_name, path, note=note))
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as executor:
+        reports = {item.number: executor.submit(check, item.number, item.file)
+                   for item in items if item.file is not None}
+        try:
+            for item in items:
+                if item.file is not None:
+                    item.report = reports[item.number].result()
+                if on_stage:
+                    on_stage(item)
+        except BaseException:
+            for future in reports.values():
+                future.cancel()
+            if stop is not None:
+                stop()
+            raise
+    return items
 
 
 def progress_line(item):
