@@ -21,7 +21,7 @@ from dezero_mini.arrays import (  # noqa: F401 (DeZero's names in utils)
 )
 from dezero_mini.core import Variable, as_variable
 from dezero_mini.cuda import as_numpy
-from dezero_mini.validation import describe, expect_callable
+from dezero_mini.validation import describe, expect_callable, expect_variable, number
 
 
 def _array_argument(x, function):
@@ -42,6 +42,7 @@ def numerical_grad(f, x, *args, eps=1e-4, **kwargs):
     """Central-difference gradient of ``sum(f(x, ...))`` with respect to the
     Variable or array ``x`` (the reference a backward pass is checked against)."""
     expect_callable(f, "numerical_grad", "f", "a function of Variables")
+    number(eps, "numerical_grad", "eps", above=0)
     data = x.data if isinstance(x, Variable) else _array_argument(x, "numerical_grad")
     data = data.astype(np.float64)
     grad = np.zeros_like(data)
@@ -107,6 +108,7 @@ def get_dot_graph(output, verbose=True):
     to the Function that used it. A Function that ``backward()`` has freed is
     drawn without what came before it (``backward(retain_graph=True)`` keeps
     it, to draw the whole graph)."""
+    expect_variable(output, "get_dot_graph", "output")
     lines, seen_vars, seen_funcs, funcs = [], set(), set(), []
 
     def add_variable(v):
