@@ -36,18 +36,7 @@ SCRIPT_NAME = "dezero_mini"
 def module_run_with_m(orig_argv=None):
     """The module that ``python -m MODULE`` runs, from the interpreter's own
     arguments (``sys.orig_argv``), or None when the process was not started so."""
-    words = iter(sys.orig_argv if orig_argv is None else orig_argv)
-    next(words, None)  # the interpreter
-    for word in words:
-        if word == "-m":
-            return next(words, None)
-        if word.startswith("-m"):
-            return word[2:]
-        if word in ("-c", "-") or not word.startswith("-"):
-            return None  # a command, stdin or a script comes first
-        if word in ("-X", "-W", "--check-hash-based-pycs"):
-            next(words, None)  # their value
-    return None
+    return shadowing.module_run_with_m(sys.orig_argv if orig_argv is None else orig_argv)
 
 
 def started_as_command(argv=None, main_module=None, orig_argv=None):
