@@ -245,5 +245,34 @@ def shadowing_warning(folder, modules=None):
             f"{'them' if many else 'it'} (e.g. my_{found[0]})")
 
 
+def _interrupted_before_the_package(signum, frame):
+    """Ctrl-C between Python's start and the package's own handler
+    (:func:`dezero_mini.startup.stop_quietly_on_interrupt`, which replaces
+    this one): inside ``site`` a KeyboardInterrupt is a fatal error of
+    Python's start, and while ``python -m`` looks for the package, a
+    traceback from runpy. End as the command line ends when interrupted."""
+    try:
+        print("\ndezero_mini: interrupted", file=sys.stderr, flush=True)
+    finally:
+        os._exit(130)
+
+
+def guard_at_start(orig_argv=None):
+    """What ``dezero_mini-guard.pth`` runs when the process is dezero_mini's
+    command line (``python -m dezero_mini``, the installed script): Ctrl-C
+    ends it in one line from here on, until the package takes over; then
+    :func:`refuse_a_stand_in`. (Any other start that names dezero_mini, such
+    as ``python -m dezero_mini.contracts.worker``, is left as it is.)"""
+    import signal
+
+    orig_argv = getattr(sys, "orig_argv", []) if orig_argv is None else orig_argv
+    module = module_run_with_m(orig_argv)
+    command = module == PACKAGE or (module is None and len(orig_argv) > 1
+                                    and os.path.basename(orig_argv[1]) == PACKAGE)
+    if command and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, _interrupted_before_the_package)
+    refuse_a_stand_in(orig_argv)
+
+
 if __name__ == "dezero_mini_guard":  # run by dezero_mini-guard.pth (PTH_LINE)
-    refuse_a_stand_in()
+    guard_at_start()

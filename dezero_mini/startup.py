@@ -80,9 +80,12 @@ def stop_quietly_on_interrupt():
     """Until the command line takes over (:func:`dezero_mini.cli.guard`), a
     Ctrl-C ends the process with one line and exit 130: SystemExit leaves
     any import without a traceback. Only in the main thread, and only when
-    SIGINT has Python's own handler (a shell that starts the command in the
+    SIGINT has Python's own handler (or the one the installation's guard
+    set at Python's start, which it replaces) (a shell that starts the command in the
     background ignores SIGINT: that stays so)."""
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    handler = signal.getsignal(signal.SIGINT)
+    if handler is signal.default_int_handler or getattr(handler, "__name__", "") == \
+            "_interrupted_before_the_package":  # the installation's guard (shadowing.py)
         signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 

@@ -195,3 +195,32 @@ def test_start_names_the_modules_of_the_learner_in_the_folder_it_writes_into(tmp
     assert len(lines) == 1 and "warning: dezero_mini.py, numpy.py in" in lines[0]
     assert str(target) in lines[0] and "rename" in lines[0]
     assert "dezero_mini check 3" in done.stdout
+
+
+@pytest.mark.parametrize("argv, handles", [
+    (["python", "-m", "dezero_mini", "train"], True),
+    ([".venv/bin/dezero_mini", "check", "3", "f.py"], True),
+    (["python", "-m", "dezero_mini.contracts.worker"], False),
+    (["python", "/home/me/dezero_mini/step01.py"], False),
+])
+def test_ctrl_c_before_the_package_is_one_line_only_for_the_command_line(
+        tmp_path, monkeypatch, argv, handles):
+    """The guard runs inside ``site``, where a KeyboardInterrupt is a fatal
+    error of Python's start: for the command line it ends Ctrl-C in one line
+    until the package's own handler replaces it (startup.stop_quietly_on_interrupt)."""
+    import signal
+
+    from dezero_mini import startup
+
+    monkeypatch.chdir(tmp_path)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        shadowing.guard_at_start(argv)
+        handler = signal.getsignal(signal.SIGINT)
+        assert (handler is shadowing._interrupted_before_the_package) is handles
+        startup.stop_quietly_on_interrupt()
+        assert signal.getsignal(signal.SIGINT) is startup._interrupted_while_starting
+        startup.interrupts_raise()
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
