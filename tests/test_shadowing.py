@@ -199,7 +199,7 @@ def test_start_names_the_modules_of_the_learner_in_the_folder_it_writes_into(tmp
 
 @pytest.mark.parametrize("argv, handles", [
     (["python", "-m", "dezero_mini", "train"], True),
-    ([".venv/bin/dezero_mini", "check", "3", "f.py"], True),
+    (["python", ".venv/bin/dezero_mini", "check", "3", "f.py"], True),  # the script
     (["python", "-m", "dezero_mini.contracts.worker"], False),
     (["python", "/home/me/dezero_mini/step01.py"], False),
 ])
