@@ -5,7 +5,7 @@ before it looks for ``dezero_mini``: a ``dezero_mini.py`` there (or a
 ``dezero_mini/`` folder that is not this package) is run in place of the
 package, and nothing of the package ever runs. So that this cannot happen
 silently, the installation puts one line into ``site-packages``
-(``dezero_mini-guard.pth``, written by ``setup.py`` from :data:`PTH_LINE`):
+(``00-dezero_mini-guard.pth``, written by ``setup.py`` from :data:`PTH_LINE`):
 ``site`` runs it at every start of Python, before ``python -m`` adds the
 current folder, and when the start is ``python -m dezero_mini`` it runs this
 file, which refuses a stand-in in one line (:func:`refuse_a_stand_in`).
@@ -36,7 +36,7 @@ MARKER = "shadowing.py"
 #: plotting): a learner's file of one of these names is named too.
 DEPENDENCIES = ("numpy", "matplotlib", "graphviz", "psutil", "tqdm", "memory_profiler",
                 "torch")
-#: The line of ``dezero_mini-guard.pth``. ``site`` executes a ``.pth`` line
+#: The line of ``00-dezero_mini-guard.pth``. ``site`` executes a ``.pth`` line
 #: that starts with ``import``; this one runs the present file by its path
 #: (importing the package would import NumPy at every start, and the name
 #: ``dezero_mini`` may be what stands in) only when ``dezero_mini`` is among
@@ -48,7 +48,7 @@ PTH_LINE = (
     "and os.path.isfile(p) and __import__('runpy').run_path(p, run_name='dezero_mini_guard')")
 #: ``{guard}`` of a wheel: the package folder beside the ``.pth`` file.
 GUARD_IN_WHEEL = "os.path.join(sitedir, 'dezero_mini', 'shadowing.py')"
-PTH_NAME = "dezero_mini-guard.pth"
+PTH_NAME = "00-dezero_mini-guard.pth"  # first of its folder's .pth files: guards Ctrl-C sooner
 EXIT_USAGE = 2
 
 
@@ -139,7 +139,7 @@ def search_path_at_start(orig_argv, flags=None, folder=None):
 
 
 def refuse_a_stand_in(orig_argv=None, flags=None):
-    """Run by ``dezero_mini-guard.pth`` at Python's start: when the start is
+    """Run by ``00-dezero_mini-guard.pth`` at Python's start: when the start is
     ``python -m dezero_mini...`` (or the installed script) and a stand-in
     would be imported in place of the package, say so in one line and end
     with exit 2 before Python imports it. ``os._exit``: a SystemExit while
@@ -258,7 +258,7 @@ def _interrupted_before_the_package(signum, frame):
 
 
 def guard_at_start(orig_argv=None):
-    """What ``dezero_mini-guard.pth`` runs when the process is dezero_mini's
+    """What ``00-dezero_mini-guard.pth`` runs when the process is dezero_mini's
     command line (``python -m dezero_mini``, the installed script): Ctrl-C
     ends it in one line from here on, until the package takes over; then
     :func:`refuse_a_stand_in`. (Any other start that names dezero_mini, such
@@ -274,5 +274,5 @@ def guard_at_start(orig_argv=None):
     refuse_a_stand_in(orig_argv)
 
 
-if __name__ == "dezero_mini_guard":  # run by dezero_mini-guard.pth (PTH_LINE)
+if __name__ == "dezero_mini_guard":  # run by 00-dezero_mini-guard.pth (PTH_LINE)
     guard_at_start()
