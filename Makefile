@@ -17,7 +17,7 @@ VPY    := $(VENV)/bin/python
 # The extras of pyproject.toml that each command installs: the book's, then the tests' on top.
 BOOK_EXTRAS := book,data,tools
 TEST_EXTRAS := $(BOOK_EXTRAS),widgets,test
-# Touched after a successful install of each set; pip runs again only when pyproject.toml is newer.
+# Touched after a successful install of each set; pip runs again only when pyproject.toml or setup.py (the .pth guard of dezero_mini/shadowing.py) is newer.
 BOOK_STAMP := $(VENV)/.installed-book
 TEST_STAMP := $(VENV)/.installed-test
 LAB_STAMP  := $(VENV)/.installed-lab
@@ -76,7 +76,7 @@ $(VPY):
 	  echo "      sudo apt-get install python3-venv" >&2; \
 	  exit 1; }
 
-$(BOOK_STAMP): pyproject.toml | $(VPY)
+$(BOOK_STAMP): pyproject.toml setup.py | $(VPY)
 	@$(VPY) -c 'import sys; sys.exit(sys.version_info < (3, 10))' || { \
 	  echo "make: $(VENV) runs a Python older than 3.10. Remove it (make distclean) and run make again." >&2; \
 	  exit 1; }
@@ -85,7 +85,7 @@ $(BOOK_STAMP): pyproject.toml | $(VPY)
 	$(VPY) -m pip install --disable-pip-version-check --editable ".[$(BOOK_EXTRAS)]"
 	@touch "$(BOOK_STAMP)"
 
-$(TEST_STAMP): pyproject.toml $(BOOK_STAMP)
+$(TEST_STAMP): pyproject.toml setup.py $(BOOK_STAMP)
 	@echo "Adding the test tools to $(VENV): [$(TEST_EXTRAS)]"
 	$(VPY) -m pip install --disable-pip-version-check --editable ".[$(TEST_EXTRAS)]"
 	@touch "$(TEST_STAMP)"

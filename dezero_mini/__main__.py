@@ -5,9 +5,11 @@
 editable install's finder lets through) is imported in place of this
 package, and then this file runs against it: the command line cannot start,
 so it says why in one line instead of an ImportError from inside. (A
-``dezero_mini.py`` file there runs instead of this file: nothing of the
-package runs at all, which only the installed ``dezero_mini`` script, whose
-search path does not start with the current folder, avoids.)
+``dezero_mini.py`` file there would run instead of this file, before any
+code of the package: the line that the installation puts into
+``site-packages`` refuses it at Python's start, see
+:mod:`dezero_mini.shadowing`; this file is the second line of defence, for
+a folder, where that line is not read.)
 """
 import os
 import sys

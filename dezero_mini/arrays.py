@@ -112,13 +112,22 @@ def pair(x):
     """``(x, x)`` for an int, ``x`` itself for a pair (a kernel size, a stride)."""
     if isinstance(x, (int, np.integer)):
         return (int(x), int(x))
-    if isinstance(x, tuple) and len(x) == 2:
+    if isinstance(x, tuple) and len(x) == 2 and all(
+            isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in x):
         return x
     raise ValueError(f"pair: expected an int or a tuple of two ints, got {x!r}")
 
 
 def get_conv_outsize(input_size, kernel_size, stride, pad):
-    """The output size of a convolution or pooling along one axis."""
+    """The output size of a convolution or pooling along one axis. A stride
+    or a kernel of less than 1, or a negative padding, is a ValueError that
+    names it (a stride of 0 was a ZeroDivisionError; a negative one, a
+    negative size further on)."""
+    for argument, value, least in (("kernel_size", kernel_size, 1), ("stride", stride, 1),
+                                   ("pad", pad, 0)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+            raise ValueError(f"get_conv_outsize: {argument} must be a whole number of at least "
+                             f"{least}, got {value!r}")
     return (input_size + pad * 2 - kernel_size) // stride + 1
 
 

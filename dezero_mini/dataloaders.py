@@ -78,6 +78,10 @@ class SeqDataLoader(DataLoader):
 
     def __init__(self, dataset, batch_size, gpu=False):
         super().__init__(dataset, batch_size, shuffle=False, gpu=gpu)
+        if batch_size > self.data_size:  # parts of 0 samples: every row the same sample
+            raise ValueError(f"SeqDataLoader: batch_size must be at most the dataset's "
+                             f"{self.data_size} samples (one part of the sequence each), "
+                             f"got {batch_size}")
         self.max_iter = self.data_size // batch_size
 
     def _rows(self):

@@ -13,6 +13,7 @@ decompressed beyond the size it announces or ``MAX_DATA_BYTES``.
 import gzip
 import hashlib
 import io
+import numbers
 import os
 import struct
 import warnings
@@ -25,6 +26,7 @@ import numpy as np
 from dezero_mini.atomic import atomic_write, not_a_file
 from dezero_mini.environment import import_matplotlib
 from dezero_mini.transforms import Compose, Flatten, Normalize, ToFloat
+from dezero_mini.validation import describe, expect_callable, whole_number
 
 
 class Dataset:
@@ -36,6 +38,10 @@ class Dataset:
     """
 
     def __init__(self, train=True, transform=None, target_transform=None):
+        name = type(self).__name__
+        for argument, value in (("transform", transform), ("target_transform", target_transform)):
+            if value is not None:  # else a non-callable fails at the first dataset[i]
+                expect_callable(value, name, argument, "a function of one sample, or None")
         self.train = train
         self.transform = transform if transform is not None else _identity
         self.target_transform = target_transform if target_transform is not None else _identity
@@ -44,11 +50,14 @@ class Dataset:
         self.prepare()
 
     def __getitem__(self, index):
-        if not np.isscalar(index):
+        if isinstance(index, bool) or not isinstance(index, (numbers.Integral, np.integer)):
             raise TypeError(
-                f"{type(self).__name__}: index must be one integer, got {type(index).__name__} "
+                f"{type(self).__name__}: index must be one integer, got {describe(index)} "
                 "(use a DataLoader for batches)"
             )
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"{type(self).__name__}: index {index} is out of range for "
+                             f"{len(self)} samples")
         x = self.transform(self.data[index])
         if self.label is None:
             return x, None
@@ -316,8 +325,15 @@ def get_file(url, file_name=None, sha256=None, timeout=30):
     The download goes to a temporary file that is renamed only once complete
     and verified, so the cache never holds a partial or wrong file.
     """
+    if not isinstance(url, str) or not url.strip():
+        raise ValueError(f"get_file: url must be the address of a file, got {describe(url)}")
     folder = cache_dir()
     file_name = file_name or url.rsplit("/", 1)[-1]
+    if (not isinstance(file_name, str) or file_name in ("", ".", "..") or "/" in file_name
+            or os.sep in file_name or "\0" in file_name):
+        raise ValueError(f"get_file: the cached file needs a plain name (no folder part), got "
+                         f"{describe(file_name)}; give file_name=... (a url ending in / names "
+                         "no file)")
     path = folder / file_name
     _check_cache_folder(folder)
     if path.exists() and not path.is_file():
@@ -366,6 +382,12 @@ def get_file(url, file_name=None, sha256=None, timeout=30):
 def show_digits(images, row=10, col=10, title=None):
     """A matplotlib figure of ``row`` x ``col`` images picked at random from
     ``images`` (N, 1, 28, 28), side by side, in grey."""
+    images = np.asarray(images)
+    if images.ndim < 3 or images.shape[0] == 0:
+        raise ValueError(f"show_digits: images must be N images of (H, W) or (1, H, W) "
+                         f"pixels, N at least 1, got shape {images.shape}")
+    for argument, value in (("row", row), ("col", col)):
+        whole_number(value, "show_digits", argument, at_least=1)
     import_matplotlib()
     import matplotlib.pyplot as plt
 

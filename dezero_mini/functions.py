@@ -312,7 +312,17 @@ def leaky_relu(x, slope=0.2):
 
 
 def clip(x, x_min, x_max):
-    """Limit ``x`` to ``[x_min, x_max]``; the gradient is zero where it was cut."""
+    """Limit ``x`` to ``[x_min, x_max]``; the gradient is zero where it was cut.
+    A bound of nan is a ValueError: NumPy would make every output nan."""
+    for argument, bound in (("x_min", x_min), ("x_max", x_max)):
+        if bound is not None and not isinstance(bound, Variable):
+            try:
+                poisoned = bool(np.isnan(np.asarray(bound, dtype=np.float64)).any())
+            except (TypeError, ValueError):
+                raise TypeError(f"clip: {argument} must be a number or an array of numbers, "
+                                f"got {validation.describe(bound)}") from None
+            if poisoned:
+                raise ValueError(f"clip: {argument} is nan; every output would be nan")
     return Clip(x_min, x_max)(x)
 
 

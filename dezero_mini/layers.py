@@ -24,6 +24,27 @@ from dezero_mini.utils import pair
 from dezero_mini.validation import whole_number
 
 
+def _sizes(layer, **sizes):
+    """Check the sizes a layer is made with (whole numbers of at least 1; None
+    where a size comes from the first call), naming the layer, not the
+    Linear layers it is made of."""
+    for argument, value in sizes.items():
+        if value is not None:
+            whole_number(value, layer, argument, at_least=1)
+
+
+def _random_weights(layer, shape):
+    """Standard normal weights of ``shape``; a MemoryError that names the
+    layer and the shape when they cannot fit (not NumPy's bare one)."""
+    try:
+        return np.random.randn(*shape)
+    except MemoryError:
+        count = int(np.prod(shape, dtype=object))
+        raise MemoryError(f"{layer}: weights of shape {tuple(shape)} ({count:,} numbers) do "
+                          "not fit in memory; use smaller sizes") from None
+
+
+
 def _weak(obj):
     """A weak reference to ``obj``, or a callable that gives None for objects
     that cannot be weakly referenced (Python numbers)."""
@@ -285,7 +306,8 @@ class Linear(Layer):
     def _init_W(self):
         # Scaled so that each output starts with about the variance of one input.
         scale = np.sqrt(1.0 / self.in_size)
-        self.W.data = (np.random.randn(self.in_size, self.out_size) * scale).astype(self.dtype)
+        weights = _random_weights("Linear", (self.in_size, self.out_size))
+        self.W.data = (weights * scale).astype(self.dtype)
 
     def forward(self, x):
         if self.W.data is None:
@@ -309,6 +331,7 @@ class RNN(Layer):
 
     def __init__(self, hidden_size, in_size=None):
         super().__init__()
+        _sizes("RNN", hidden_size=hidden_size, in_size=in_size)
         self.x2h = Linear(hidden_size, in_size=in_size)
         self.h2h = Linear(hidden_size, in_size=hidden_size, nobias=True)
         self.h = None
@@ -336,6 +359,7 @@ class LSTM(Layer):
 
     def __init__(self, hidden_size, in_size=None):
         super().__init__()
+        _sizes("LSTM", hidden_size=hidden_size, in_size=in_size)
         size = hidden_size
         self.x2f = Linear(size, in_size=in_size)
         self.x2i = Linear(size, in_size=in_size)
@@ -375,7 +399,8 @@ class EmbedID(Layer):
 
     def __init__(self, in_size, out_size):
         super().__init__()
-        self.W = Parameter(np.random.randn(in_size, out_size), name="W", ndim=2)
+        _sizes("EmbedID", in_size=in_size, out_size=out_size)
+        self.W = Parameter(_random_weights("EmbedID", (in_size, out_size)), name="W", ndim=2)
 
     def forward(self, x):
         return F.embed_id(x, self.W)
@@ -404,6 +429,9 @@ class BatchNorm(Layer):
 
     def forward(self, x):
         if self.avg_mean.data is None:
+            if np.ndim(getattr(x, "data", x)) not in (2, 4):  # x.shape[1] is the channels
+                raise ValueError(f"BatchNorm: x must be (N, C) or (N, C, H, W), got shape "
+                                 f"{np.shape(getattr(x, 'data', x))}")
             self._init_params(x)
         return F.batch_norm(x, self.gamma, self.beta, self.avg_mean.data, self.avg_var.data)
 
@@ -418,6 +446,9 @@ class Conv2d(Layer):
     def __init__(self, out_channels, kernel_size, stride=1, pad=0, nobias=False,
                  dtype=np.float32, in_channels=None):
         super().__init__()
+        _sizes(type(self).__name__, out_channels=out_channels, in_channels=in_channels)
+        for axis, size in enumerate(pair(kernel_size)):
+            whole_number(size, type(self).__name__, f"kernel_size[{axis}]", at_least=1)
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.kernel_size = kernel_size

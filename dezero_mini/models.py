@@ -5,7 +5,7 @@ from dezero_mini import functions as F
 from dezero_mini import layers as L
 from dezero_mini import utils
 from dezero_mini.layers import Layer
-from dezero_mini.validation import expect_each, whole_number
+from dezero_mini.validation import expect_callable, expect_each, whole_number
 
 
 class Model(Layer):
@@ -30,9 +30,13 @@ class MLP(Model):
         super().__init__()
         fc_output_sizes = expect_each(fc_output_sizes, (int, np.integer), "MLP", "fc_output_sizes",
                                       "a whole number")
+        if not fc_output_sizes:  # forward would have no layer to end with
+            raise ValueError("MLP: fc_output_sizes must name at least one layer, got an empty "
+                             "list")
         for i, size in enumerate(fc_output_sizes):
             whole_number(size, "MLP", f"fc_output_sizes[{i}]", at_least=1)
-        self.activation = activation
+        self.activation = expect_callable(activation, "MLP", "activation",
+                                          "a function (F.sigmoid, F.relu, ...)")
         self.layers = []
         for i, out_size in enumerate(fc_output_sizes):
             layer = L.Linear(out_size)

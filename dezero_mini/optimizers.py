@@ -21,7 +21,7 @@ import numpy as np
 
 from dezero_mini import leak_warning
 from dezero_mini.core import Config, Variable
-from dezero_mini.validation import Number
+from dezero_mini.validation import Number, expect_callable
 
 
 #: How many elements the temporaries of an update hold at most (512 KiB of
@@ -82,7 +82,8 @@ class Optimizer:
     def add_hook(self, f):
         """Add ``f(params)``, called with the list of parameters that have a
         gradient before each update (see WeightDecay, ClipGrad)."""
-        self.hooks.append(f)
+        self.hooks.append(expect_callable(f, f"{type(self).__name__}.add_hook", "f",
+                                          "a function of the list of parameters"))
 
     # --- Per-parameter state (momentum, running averages) ----------------------------
     def _slot(self, param, name):

@@ -22,6 +22,7 @@ import os
 import signal
 import sys
 
+from dezero_mini import shadowing
 from dezero_mini.environment import SettingError, check_settings
 
 #: The exit status of a command stopped with Ctrl-C (128 + SIGINT), as shells report it.
@@ -35,18 +36,7 @@ SCRIPT_NAME = "dezero_mini"
 def module_run_with_m(orig_argv=None):
     """The module that ``python -m MODULE`` runs, from the interpreter's own
     arguments (``sys.orig_argv``), or None when the process was not started so."""
-    words = iter(sys.orig_argv if orig_argv is None else orig_argv)
-    next(words, None)  # the interpreter
-    for word in words:
-        if word == "-m":
-            return next(words, None)
-        if word.startswith("-m"):
-            return word[2:]
-        if word in ("-c", "-") or not word.startswith("-"):
-            return None  # a command, stdin or a script comes first
-        if word in ("-X", "-W", "--check-hash-based-pycs"):
-            next(words, None)  # their value
-    return None
+    return shadowing.module_run_with_m(sys.orig_argv if orig_argv is None else orig_argv)
 
 
 def started_as_command(argv=None, main_module=None, orig_argv=None):
@@ -73,11 +63,11 @@ def command_name(argv=None):
 
 
 def _interrupted_while_starting(signum, frame):
-    _say(f"\n{command_name()}: interrupted")
+    say(f"\n{command_name()}: interrupted")
     raise SystemExit(EXIT_INTERRUPTED)
 
 
-def _say(line):
+def say(line):
     """Print ``line`` on stderr when there is one (``2>&-`` leaves none)."""
     if sys.stderr is not None:
         try:
@@ -90,9 +80,12 @@ def stop_quietly_on_interrupt():
     """Until the command line takes over (:func:`dezero_mini.cli.guard`), a
     Ctrl-C ends the process with one line and exit 130: SystemExit leaves
     any import without a traceback. Only in the main thread, and only when
-    SIGINT has Python's own handler (a shell that starts the command in the
+    SIGINT has Python's own handler (or the one the installation's guard
+    set at Python's start, which it replaces) (a shell that starts the command in the
     background ignores SIGINT: that stays so)."""
-    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+    handler = signal.getsignal(signal.SIGINT)
+    if handler is signal.default_int_handler or getattr(handler, "__name__", "") == \
+            "_interrupted_before_the_package":  # the installation's guard (shadowing.py)
         signal.signal(signal.SIGINT, _interrupted_while_starting)
 
 
@@ -138,7 +131,37 @@ def leave_out_current_folder():
 def prepare_command():
     """Everything :mod:`dezero_mini` does first when the process is its command line."""
     stop_quietly_on_interrupt()
-    problem = startup_problem()
+    problem = startup_problem() or stand_in_before_import()
     if problem is not None:
-        _say(f"{command_name()}: error: {problem}")
+        say(f"{command_name()}: error: {problem}")
         raise SystemExit(EXIT_USAGE)
+
+
+def stand_in_before_import(folder=None):
+    """Why the command cannot start: a learner's file in the current folder
+    (``numpy.py``, ``json.py``, ``dezero_mini.py``) would be imported in place
+    of a module the command needs, its folder being on ``sys.path`` (through
+    ``PYTHONPATH``: ``python -m`` loses the current folder above); said
+    before the import, so that the file never runs. None when none would."""
+    folder = current_folder() if folder is None else folder
+    if folder is None:
+        return None
+    names = set(getattr(sys, "stdlib_module_names", ())) | set(shadowing.DEPENDENCIES)
+    names.add(shadowing.PACKAGE)
+    from importlib.machinery import PathFinder
+
+    for entry in shadowing.learner_files_named_like(folder, names):
+        name = entry[:-3] if entry.endswith(".py") else entry
+        try:
+            spec = PathFinder.find_spec(name)
+        except (ImportError, OSError, ValueError):
+            continue
+        origin = getattr(spec, "origin", None) or ""
+        if origin and os.path.realpath(os.path.dirname(origin)) in (
+                os.path.realpath(folder), os.path.realpath(os.path.join(folder, name))):
+            if name == shadowing.PACKAGE and shadowing.is_this_package(os.path.dirname(origin)):
+                continue
+            return (f"{os.path.join(folder, entry)!r} would be imported as the module {name!r} "
+                    "in place of the real one (this folder is on Python's search path, through "
+                    "PYTHONPATH); rename the file, or take the folder off PYTHONPATH")
+    return shadowing.stand_in_problem(folder)

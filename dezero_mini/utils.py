@@ -21,7 +21,7 @@ from dezero_mini.arrays import (  # noqa: F401 (DeZero's names in utils)
 )
 from dezero_mini.core import Variable, as_variable
 from dezero_mini.cuda import as_numpy
-from dezero_mini.validation import describe, expect_callable
+from dezero_mini.validation import describe, expect_callable, expect_variable, number
 
 
 def _array_argument(x, function):
@@ -42,6 +42,7 @@ def numerical_grad(f, x, *args, eps=1e-4, **kwargs):
     """Central-difference gradient of ``sum(f(x, ...))`` with respect to the
     Variable or array ``x`` (the reference a backward pass is checked against)."""
     expect_callable(f, "numerical_grad", "f", "a function of Variables")
+    number(eps, "numerical_grad", "eps", above=0)
     data = x.data if isinstance(x, Variable) else _array_argument(x, "numerical_grad")
     data = data.astype(np.float64)
     grad = np.zeros_like(data)
@@ -107,6 +108,7 @@ def get_dot_graph(output, verbose=True):
     to the Function that used it. A Function that ``backward()`` has freed is
     drawn without what came before it (``backward(retain_graph=True)`` keeps
     it, to draw the whole graph)."""
+    expect_variable(output, "get_dot_graph", "output")
     lines, seen_vars, seen_funcs, funcs = [], set(), set(), []
 
     def add_variable(v):
@@ -192,11 +194,31 @@ def array_equal(a, b):
     return bool(np.array_equal(as_numpy(a), as_numpy(b)))
 
 
+def _same_but_size_one_axes(shape_a, shape_b):
+    """Whether two shapes differ only in axes of size 1: (1,) and (), (3, 1)
+    and (3,); not (3,) and (3, 3), nor (2, 3) and (3, 2)."""
+    return [n for n in shape_a if n != 1] == [n for n in shape_b if n != 1]
+
+
 def array_allclose(a, b, rtol=1e-4, atol=1e-5):
-    """True when ``a`` and ``b`` (arrays or Variables) have the same shape and
-    elements within ``atol + rtol * |b|`` of each other."""
+    """True when ``a`` and ``b`` (arrays or Variables) hold the same elements,
+    in the same order, within ``atol + rtol * |b|`` of each other.
+
+    As DeZero's, shapes that differ only in axes of size 1 ((1,) against a
+    0-d array, (3, 1) against (3,)) compare their values. A pair that NumPy
+    would broadcast into more elements than either holds ((3,) against
+    (3, 3)) is a ValueError naming both shapes, not a comparison of each
+    row: a result of the wrong shape would otherwise pass."""
     a, b = as_numpy(a), as_numpy(b)
-    return a.shape == b.shape and bool(np.allclose(a, b, rtol=rtol, atol=atol))
+    if a.shape != b.shape:
+        if a.size != b.size or not _same_but_size_one_axes(a.shape, b.shape):
+            raise ValueError(
+                f"utils.array_allclose: shapes {a.shape} and {b.shape} hold different "
+                f"elements ({a.size} and {b.size}, or in another order); NumPy would "
+                "broadcast one against the other and compare what a shape bug made. "
+                "Compare arrays of one shape (reshape one on purpose if that is meant)")
+        a = a.reshape(b.shape)
+    return bool(np.allclose(a, b, rtol=rtol, atol=atol))
 
 
 def get_file(url, file_name=None):

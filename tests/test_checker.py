@@ -479,7 +479,7 @@ def test_start_writes_the_previous_stage_under_a_header(stage, tmp_path, capsys)
     written = (tmp_path / info.file_name).read_text()
     header, _, body = written.partition("# (You may delete this header.)\n\n")
     assert body == step_text(max(info.builds_on, 1))
-    assert info.label in header and f"python -m dezero_mini check {stage} " in header
+    assert info.label in header and f"dezero_mini check {stage} " in header
     assert " ".join(info.change.split()[:4]) in " ".join(header.replace("#", " ").split())
     for contract in contracts_at(stage):
         assert f"- {contract.name} (from stage {contract.stage:02d})" in header

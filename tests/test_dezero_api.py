@@ -454,7 +454,6 @@ def test_utils_helpers():
     assert not utils.array_equal(a, np.array([1.0, 2.5]))
     assert utils.array_allclose(a, np.array([1.0, 2.0 + 1e-6]))
     assert not utils.array_allclose(a, np.array([1.0, 2.1]))
-    assert not utils.array_allclose(a, np.array([[1.0, 2.0]]))  # another shape
     assert utils.max_backward_shape(np.zeros((2, 3, 4)), 1) == [2, 1, 4]
     assert utils.max_backward_shape(np.zeros((2, 3)), None) == [1, 1]
     assert utils.max_backward_shape(np.zeros((2, 3)), (-1,)) == [2, 1]
@@ -463,6 +462,42 @@ def test_utils_helpers():
         utils.pair((1, 2, 3))
     assert utils.get_conv_outsize(28, 3, 1, 1) == 28 and utils.get_conv_outsize(28, 2, 2, 0) == 14
     assert utils.get_deconv_outsize(14, 2, 2, 0) == 28
+
+
+# utils.array_allclose of two shapes: as DeZero's where the shapes differ only in
+# axes of size 1 (its TestSumTo.test_forward1 compares sum_to's (1,) with a 0-d
+# sum); a ValueError naming both shapes where NumPy would broadcast into more
+# elements than either holds (a shape bug a test would otherwise pass).
+ALLCLOSE_SHAPES = [  # (a, b, expected: True, False or "refused")
+    (np.array([3.0]), np.array(3.0), True),
+    (np.array(3.0), np.array([3.0]), True),
+    (np.array([[3.0]]), np.array(3.0 + 1e-7), True),
+    (np.array([3.0]), np.array(4.0), False),
+    (np.ones((3, 1)), np.ones(3), True),
+    (np.ones((1, 3, 1)), np.ones((3,)), True),
+    (np.arange(3.0).reshape(3, 1), np.array([0.0, 1.0, 2.5]), False),
+    (np.ones((2, 3)), np.ones((2, 3)), True),
+    (np.ones(3), np.ones((3, 3)), "refused"),
+    (np.ones((2, 3)), np.ones(3), "refused"),
+    (np.ones((2, 3)), np.ones((3, 2)), "refused"),  # same count, another order
+    (np.ones(1), np.ones((3, 3)), "refused"),
+    (np.ones(0), np.ones((0, 3)), "refused"),
+    (np.ones((0,)), np.ones((0, 1)), True),
+]
+
+
+@pytest.mark.parametrize("a, b, expected", ALLCLOSE_SHAPES)
+def test_array_allclose_compares_shapes_that_differ_in_size_one_axes_and_refuses_broadcasts(
+        a, b, expected):
+    if expected == "refused":
+        with pytest.raises(ValueError, match=r"utils\.array_allclose: shapes .* and .* hold "
+                           r"different elements.*broadcast"):
+            utils.array_allclose(a, b)
+        with pytest.raises(ValueError, match="array_allclose"):
+            utils.array_allclose(Variable(b), Variable(a))
+    else:
+        assert utils.array_allclose(a, b) is expected
+        assert utils.array_allclose(Variable(b), a) is expected
 
 
 def test_utils_get_file_returns_the_cached_path_as_a_string(monkeypatch, tmp_path):

@@ -153,10 +153,8 @@ needs_clone = pytest.mark.skipif(not CLONE, reason="set DEZERO_MINI_DEZERO_CLONE
 # The book's programs that need the network (MNIST's files, VGG16's weights).
 NEEDS_NETWORK = {51, 52, 53, 58}
 # DeZero's tests that fail here on purpose: each is a row of the table of
-# differences in docs/differences.md (sum_to to a shape that sums cannot reach; array_allclose of
-# two shapes).
-DIFFERENCES = {"tests/test_sum.py::TestSumTo::test_backward3",
-               "tests/test_sum.py::TestSumTo::test_forward1"}
+# differences in docs/differences.md (sum_to to a shape that sums cannot reach).
+DIFFERENCES = {"tests/test_sum.py::TestSumTo::test_backward3"}
 
 
 @needs_clone

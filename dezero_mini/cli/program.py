@@ -40,7 +40,9 @@ from dezero_mini.cli.guard import (
 from dezero_mini.cli.options import HelpFormatter
 from dezero_mini.environment import SettingError
 from dezero_mini.memory import GraphvizNotFound
-from dezero_mini.startup import EXIT_USAGE, interrupts_raise, startup_problem
+from dezero_mini import shadowing
+from dezero_mini.startup import EXIT_USAGE, current_folder, interrupts_raise, startup_problem
+from dezero_mini.startup import say
 
 #: The commands, in the order of ``--help``.
 COMMANDS = (train, memory, graph, leaks, start, check, grade, progress)
@@ -68,9 +70,15 @@ def main(argv=None, prog="dezero_mini"):
     --version and bad arguments.
     """
     problem = startup_problem()  # main() called without the package's start (tests, a script)
+    folder = current_folder()
+    if problem is None and folder is not None:
+        problem = shadowing.stand_in_problem(folder)  # a learner's module imported already
     if problem is not None:
         print(f"{prog}: error: {problem}", file=sys.stderr)
         return EXIT_USAGE
+    warning = shadowing.shadowing_warning(folder) if folder is not None else None
+    if warning is not None:  # ignored here, but the learner's own scripts would import it
+        say(f"{prog}: {warning}")
     parser = build_parser(prog)
     args, unrecognized = parser.parse_known_args(argv)
     if unrecognized:  # as parse_args, unless the command knows what was meant

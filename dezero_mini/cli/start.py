@@ -10,7 +10,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from dezero_mini import atomic
+from dezero_mini import atomic, shadowing
 from dezero_mini.cli.options import add_stage_argument, command_parser
 from dezero_mini.contracts import contracts_at, get_stage
 from dezero_mini.memory.stages import stage_path
@@ -43,8 +43,10 @@ def start_header(stage, source_name):
         "#",
         _comment(f"What to change: {stage.change}"),
         "#",
-        "# Then check your file:",
-        f"#     python -m dezero_mini check {stage.number} {stage.file_name}",
+        "# Then check your file (with .venv activated; or .venv/bin/dezero_mini ...):",
+        f"#     dezero_mini check {stage.number} {stage.file_name}",
+        f"# (python -m dezero_mini check {stage.number} {stage.file_name} is the same, but a",
+        "# dezero_mini.py of your own in the current folder would stand in for it.)",
         "# It is held to these contracts (this stage's and the earlier ones' that still hold):",
     ]
     for contract in contracts_at(stage.number):
@@ -60,6 +62,10 @@ def run_start(args):
     stage = get_stage(args.stage)
     folder = args.dir
     target = folder / stage.file_name
+    problem = module_name_problem(stage.file_name)
+    if problem is not None:  # never a stage's name: stage files are stepNN_<name>.py
+        print(f"dezero_mini start: error: {problem}", file=sys.stderr)
+        return 2
     exists = f"{target} exists already; not overwriting it. Move it away or give another folder."
     if target.exists():  # (said first: start never overwrites, writable or not)
         print(f"dezero_mini start: error: {exists}", file=sys.stderr)
@@ -80,8 +86,25 @@ def run_start(args):
         print(f"dezero_mini start: error: {exists}", file=sys.stderr)
         return 2
     print(f"wrote {target}: {stage.label}, starting from {source.name}")
-    print(f"when it is done: python -m dezero_mini check {stage.number} {target}")
+    print(f"when it is done: dezero_mini check {stage.number} {target}")
+    if folder.resolve() != Path.cwd().resolve():  # the current folder's are named already
+        warning = shadowing.shadowing_warning(str(folder))
+        if warning is not None:
+            print(f"dezero_mini start: {warning.replace('this folder', repr(str(folder)))}",
+                  file=sys.stderr)
     return 0
+
+
+def module_name_problem(file_name):
+    """Why ``start`` must not write ``file_name``: a module of that name in
+    the current folder would stand in for one the commands import (a
+    ``dezero_mini.py`` for the package itself); None when it may."""
+    module, _, suffix = file_name.rpartition(".")
+    names = shadowing.modules_used() | set(getattr(sys, "stdlib_module_names", ()))
+    if suffix == "py" and module in names | {shadowing.PACKAGE}:
+        return (f"{file_name} has the name of a module dezero_mini imports ({module}): a script "
+                "or python -m run from its folder would import it in place of that module")
+    return None
 
 
 def add_parser(commands):
