@@ -56,7 +56,7 @@ DEFAULT_CONSECUTIVE = 5
 IDLE_ROUNDS_FACTOR = 4
 #: Counting a step is skipped when watching would cost more than this share
 #: of the script's own time (CPU time: what a loaded machine changes least).
-MAX_OVERHEAD = 0.3
+MAX_OVERHEAD = 0.2
 
 
 def imports_torch(source, path=None, depth=3):
@@ -268,7 +268,7 @@ class _Watch:
         if starting or not self.census.started:
             # Everything alive now is the program before the step counted next: its
             # objects are left out of the counts (again when idle loops started it).
-            self.census.start()
+            self.census.start(series.steps)
             self.returned = time.process_time()  # (starting is paid once, not per step)
             return
         if self.every_step or len(series.counts) <= WARM_UP + self.consecutive or \
