@@ -315,8 +315,9 @@ def _closure(root, number, known):
 _SAVED_NAMES = {}  # type of node -> the names of its saved attributes (dir() is slow)
 
 
-def saved_tensors(node):
-    """The tensors ``node`` keeps for its backward (none once backward freed them)."""
+def saved_tensors(node, freed=None):
+    """The tensors ``node`` keeps for its backward (none once backward freed
+    them; then ``freed``, a list, gets the node)."""
     names = _SAVED_NAMES.get(type(node))
     if names is None:
         names = _SAVED_NAMES[type(node)] = tuple(
@@ -325,19 +326,45 @@ def saved_tensors(node):
         try:
             value = getattr(node, name)
         except RuntimeError:  # freed by a backward without retain_graph
+            if freed is not None and (not freed or freed[-1] is not node):
+                freed.append(node)
             continue
         for item in value if isinstance(value, (tuple, list)) else (value,):
             if isinstance(item, torch.Tensor):
                 yield item
 
 
+def device_of(tensor):
+    """The device of ``tensor`` as text (``cpu``, ``cuda:0``)."""
+    try:
+        return str(tensor.device)
+    except (RuntimeError, AttributeError):
+        return "unknown device"
+
+
+def saved_storages(nodes, leave_out=(), freed=None):
+    """{storage address: (bytes, device)} of the tensors that ``nodes`` keep
+    for backward, leaving out the storages in ``leave_out`` (the parameters');
+    the nodes whose saved tensors backward freed go to ``freed`` (a list)."""
+    storages = {}
+    for node in nodes:
+        for tensor in saved_tensors(node, freed):
+            pointer, nbytes = storage_key(tensor)
+            if pointer not in leave_out:
+                storages[pointer] = (nbytes, device_of(tensor))
+    return storages
+
+
+def bytes_by_device(storages, divide_by=1):
+    """{device: bytes} of ``storages`` ({address: (bytes, device)}), each
+    divided by ``divide_by`` (steps)."""
+    totals = {}
+    for nbytes, device in storages.values():
+        totals[device] = totals.get(device, 0) + nbytes / divide_by
+    return totals
+
+
 def saved_bytes(nodes, leave_out=()):
     """The bytes of the tensors that ``nodes`` keep for backward, once per
     storage, leaving out the storages in ``leave_out`` (the parameters')."""
-    sizes = {}
-    for node in nodes:
-        for tensor in saved_tensors(node):
-            pointer, nbytes = storage_key(tensor)
-            if pointer not in leave_out:
-                sizes[pointer] = nbytes
-    return sum(sizes.values())
+    return sum(nbytes for nbytes, _ in saved_storages(nodes, leave_out).values())

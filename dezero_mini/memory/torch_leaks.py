@@ -341,16 +341,21 @@ class Holder:
 @dataclass
 class Finding:
     """The verdict of a run: the ``series`` followed, its ``growth``, and,
-    when something grows, its ``holders``, the bytes kept per step (``saved_per_step``:
-    saved for backward by the graph's nodes; ``held_per_step``: the tensors
-    themselves), the leaked tensors (``tensors``) and whether followers
-    were folded in."""
+    when something grows, its ``holders``, the bytes kept per step, each a
+    ``{device: bytes}`` (``held_per_step``: the tensors with a graph that
+    the holder keeps; ``saved_per_step``: what their graphs' nodes saved for
+    backward besides those), how many of the nodes made in the steps judged
+    had their saved tensors freed by backward (``freed_nodes`` of
+    ``window_nodes``), and the leaked tensors and nodes (``tensors``,
+    ``nodes``)."""
 
     series: object
     growth: object
     holders: list = field(default_factory=list)
-    saved_per_step: float = 0.0
-    held_per_step: float = 0.0
+    saved_per_step: dict = field(default_factory=dict)
+    held_per_step: dict = field(default_factory=dict)
+    freed_nodes: int = 0
+    window_nodes: int = 0
     tensors: int = 0
     nodes: int = 0
 
