@@ -144,6 +144,8 @@ def main():
                 watched[case].append(other)
                 if one[0] and other[0]:
                     ratios[case].append(other[0] / one[0])
+                    print(f"  round {round_number + 1}: {case[0]}, {case[1]}: "
+                          f"{other[0] / one[0]:.2f}", flush=True)  # kept if the run is cut short
             print(f"  round {round_number + 1} of {args.rounds} done", flush=True)
     print(f"{'pattern':40} {'size':>6} {'alone ms':>9} {'leaks ms':>9} {'ratio':>6} "
           f"{'range':>11} {'wall alone s':>13} {'wall leaks s':>13}")

@@ -168,12 +168,20 @@ def _holders(targets, script_module):
     holders = []
     for chain in holder_chains(targets, script_module):
         path, links = describe(chain)
-        path = re.sub(r"\[[^\[\]]*\]$", "", path) or path  # the container, not its item
+        path = _container_of(path)
         name = last_name(path)
         lines = storing_lines(name, files) if name else []
         holders.append(Holder(path=path, root=chain.root, links=links,
                               kind=holder_kind(chain), lines=lines, scalar=scalar))
     return holders
+
+
+def _container_of(path):
+    """The holder, not its item: ``snapshots[5][2]`` -> ``snapshots``,
+    ``pending[6].<partial>`` -> ``pending`` (the items' indices and the
+    unnamed objects between them come off the end)."""
+    shorter = re.sub(r"(\[[^\[\]]*\]|\.<[A-Za-z_][A-Za-z0-9_]*>)$", "", path)
+    return path if not shorter else shorter if shorter == path else _container_of(shorter)
 
 
 def _script_files(script_module):
