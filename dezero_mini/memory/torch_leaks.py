@@ -56,7 +56,7 @@ DEFAULT_CONSECUTIVE = 5
 IDLE_ROUNDS_FACTOR = 4
 #: Counting a step is skipped when watching would cost more than this share
 #: of the script's own time (CPU time: what a loaded machine changes least).
-MAX_OVERHEAD = 0.2
+MAX_OVERHEAD = 0.1
 
 
 def imports_torch(source, path=None, depth=3):
