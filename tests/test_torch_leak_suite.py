@@ -48,6 +48,8 @@ CASES = [
     ("leak_eval_without_backward.py", LEAK, "scores (a global"),
     ("leak_deque_unbounded.py", LEAK, "replay (a global"),
     ("leak_momentum_history.py", LEAK, "penalty_sum (a global"),
+    ("leak_weight_snapshots.py", LEAK, "snapshots (a global"),
+    ("leak_partial_callbacks.py", LEAK, "pending_logs (a global"),
     ("clean_total_loss_item.py", CLEAN, None),
     ("clean_detached_cache.py", CLEAN, "outputs_kept (a global"),
     ("clean_no_grad_eval.py", CLEAN, "checks (a global"),
@@ -65,6 +67,7 @@ CASES = [
     ("clean_dataloader_workers.py", CLEAN, None),
     ("clean_torch_via_helper.py", CLEAN, None),
     ("clean_then_crash.py", 1, None),
+    ("clean_param_hook_removed.py", CLEAN, None),
 ]
 
 

@@ -47,7 +47,7 @@ def test_each_leaking_loop_is_reported_with_its_name_and_fix(torch, capsys, exam
     reported = [line for line in out.splitlines() if " keeps the graphs of earlier steps" in line]
     assert len(reported) == 1 and reported[0].startswith(f"{name} (a global of {example})")
     growth = next(line for line in out.splitlines() if line.startswith("growth per step: +"))
-    assert (", +0 B saved for backward" not in growth) == saves, growth
+    assert (", +0 B (cpu) saved for backward" not in growth) == saves, growth
     assert fix in out and "Traceback" not in err
 
 
@@ -248,3 +248,60 @@ def test_a_bad_plot_file_is_refused_before_the_run(capsys, tmp_path, name):
         main(["leaks", "--plot", str(tmp_path / name), str(EXAMPLES / "total_loss.py")])
     err = capsys.readouterr().err
     assert ended.value.code == 2 and "--plot" in err and "Traceback" not in err
+
+
+#: (script, what the growth line says of the bytes kept per step)
+BYTES = [
+    # predictions of a 2-layer MLP kept without backward: the holder keeps the
+    # 32x1 outputs; their graphs saved the 32x32 hidden activations besides.
+    (EXAMPLES / "outputs_list.py", "+128 B (cpu) of tensors with a graph that the holder keeps, "
+                                   "+4.0 KiB (cpu) saved for backward by their graphs besides,"),
+    # backward ran through the kept losses: what their nodes saved is freed.
+    (EXAMPLES / "total_loss.py", "+0 B (cpu) saved for backward by their graphs besides "
+                                 "(backward freed what "),
+    # the holder keeps the hidden activations too: counted once, on its side.
+    ("""
+        import torch
+        torch.manual_seed(0)
+        first, second = torch.nn.Linear(8, 32), torch.nn.Linear(32, 1)
+        optimizer = torch.optim.SGD([*first.parameters(), *second.parameters()], lr=0.01)
+        kept = []
+        for step in range(40):
+            x = torch.randn(32, 8)
+            hidden = torch.tanh(first(x))
+            out = second(hidden)
+            loss = out.pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward(retain_graph=True)
+            optimizer.step()
+            kept.append((hidden, out))
+    """, "+4.1 KiB (cpu) of tensors with a graph that the holder keeps, +1.0 KiB (cpu) saved for "
+         "backward by their graphs besides,"),
+]
+
+
+@pytest.mark.parametrize("script, said", BYTES, ids=["outputs", "freed", "hidden kept"])
+def test_the_bytes_per_step_are_what_the_holder_keeps_and_what_its_graphs_saved(
+        torch, capsys, tmp_path, script, said):
+    """Once per storage, per step, by device: the tensors that the holder
+    keeps, and what their graphs saved for backward besides them (the x of
+    the third case: 32x8 floats)."""
+    if isinstance(script, str):
+        script = write(tmp_path, script)
+    code, out, _ = leaks(capsys, "--every-step", "--steps", "12", str(script))
+    growth = next(line for line in out.splitlines() if line.startswith("growth per step"))
+    assert code == 1 and said in growth, growth
+
+
+def test_the_device_line_reads_cuda_memory_and_says_it_is_untested(torch, capsys, tmp_path,
+                                                                  monkeypatch):
+    """No GPU runs these tests: torch.cuda is faked, so that the code path
+    that reads torch.cuda.memory_allocated at each step runs, and the line
+    it prints says that it was never run on a GPU."""
+    allocated = iter(range(1 << 20, 1 << 30, 1 << 16))  # 1 MiB, then +64 KiB per read
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "memory_allocated", lambda *args: next(allocated))
+    code, out, _ = leaks(capsys, "--every-step", "--steps", "8", str(write(tmp_path, LOOP)))
+    device = next(line for line in out.splitlines() if line.startswith("device memory"))
+    assert code == 1 and "UNTESTED: no GPU has run leaks' tests" in device, out
+    assert "1.0 MiB at the first step" in device and "1.4 MiB at the last" in device, device

@@ -70,6 +70,30 @@ def _per_step(value, unit=""):
     return f"{sign}{round(abs(value), 1):g}"
 
 
+def _by_device(per_device):
+    """``+64 B (cpu)``; ``+1 MiB (cuda:0 1 MiB, cpu 64 B)`` over devices."""
+    total = sum(per_device.values())
+    if len(per_device) <= 1:
+        return f"{_per_step(total, 'bytes')} ({next(iter(per_device), 'cpu')})"
+    parts = ", ".join(f"{device} {format_bytes(round(value))}" for device, value in
+                      sorted(per_device.items(), key=lambda item: -item[1]))
+    return f"{_per_step(total, 'bytes')} ({parts})"
+
+
+def _held_bytes(finding):
+    return f"{_by_device(finding.held_per_step)} of tensors with a graph that the holder keeps"
+
+
+def _saved_bytes(finding):
+    """What the graphs saved for backward besides the tensors held, and why it
+    may be nothing: backward frees what a node saved, unless retain_graph."""
+    text = f"{_by_device(finding.saved_per_step)} saved for backward by their graphs besides"
+    if finding.freed_nodes and not sum(finding.saved_per_step.values()):
+        text += (f" (backward freed what {finding.freed_nodes} of their "
+                 f"{finding.window_nodes} nodes saved)")
+    return text
+
+
 def _holder_lines(finding, what):
     lines = []
     for holder in finding.holders:
@@ -106,9 +130,8 @@ def report_lines(finding, script_name, how):
                          "or an object the search could not name)")
         lines.append(
             f"growth per {series.unit}: {_per_step(growth.nodes)} autograd nodes that outlive "
-            f"their step ({finding.nodes} kept), {_per_step(finding.saved_per_step, 'bytes')} "
-            f"saved for backward by them, {_per_step(finding.held_per_step, 'bytes')} of "
-            f"tensors with a graph held, {_per_step(growth.graph_tensors)} tensors with a graph"
+            f"their step ({finding.nodes} kept), {_held_bytes(finding)}, "
+            f"{_saved_bytes(finding)}, {_per_step(growth.graph_tensors)} tensors with a graph"
             + (f", {_per_step(growth.rss, 'bytes')} resident memory" if growth.rss is not None
                else ""))
         return lines + _device_line(series), 1
@@ -129,7 +152,8 @@ def _device_line(series):
     first, last = series.counts[0].device, series.counts[-1].device
     if last is None:
         return []
-    return [f"device memory allocated (torch.cuda.memory_allocated; untested without a GPU): "
+    return [f"device memory allocated (torch.cuda.memory_allocated; UNTESTED: no GPU has run "
+            f"leaks' tests, only a faked torch.cuda): "
             f"{format_bytes(first)} at the first {series.unit}, {format_bytes(last)} at the last"]
 
 

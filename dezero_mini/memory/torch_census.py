@@ -29,6 +29,7 @@ gives the frozen objects back to the collector.
 import gc
 import os
 import weakref
+from bisect import bisect_right
 from dataclasses import dataclass
 
 import torch
@@ -104,32 +105,74 @@ def _open_statm():
 
 class Census:
     """Counts what the process holds at each step (:meth:`take`), from
-    :meth:`start` to :meth:`stop`."""
+    :meth:`start` to :meth:`stop`.
+
+    A count costs time in proportion to what changed since the last one,
+    not to what the loop has kept (a leak keeps more at every step, and a
+    count that walked it all would cost more at every step):
+
+    * the tensors are picked out of ``gc.get_objects()`` by a set lookup of
+      their type, without a call per object;
+    * the autograd nodes reachable from a tensor's ``grad_fn`` are walked
+      once: the sequence numbers they reach are kept per root node
+      (``_closures``), and a later walk that meets a root of the last count
+      takes its set instead of walking below it (a node's inputs never
+      change; sequence numbers are never reused). Roots already reached from
+      a newer root are not walked at all (an RNN's hidden states, each
+      reaching the one before);
+    * the storage of each new tensor is read once, then kept by id until the
+      tensor dies (a weak reference's callback forgets it);
+    * the storages of the tensors alive at the start (parameters, data) are
+      left out of the bytes while those tensors live: a weak reference's
+      callback gives the address back when one dies, so that a new tensor
+      the allocator puts at the same address is counted.
+    """
 
     def __init__(self, process=None):
         self.process = process  # psutil.Process, or None
         self._statm = _open_statm()  # Linux: resident memory in one read, no psutil per step
         self.started = False
         self.old_tensors = []  # weak references to tensors of before the start that may gain a graph
-        self.old_storages = set()  # storages of the tensors of before the start (parameters)
+        self._old_storages = {}  # address of a storage of before the start -> its live tensors
+        self._old_references = []  # (their weak references, whose callbacks keep that count)
         self.marks = []  # the sequence number read at each step
+        self.mark_steps = []  # the step of each mark (None for a start)
         self._froze = False
         self.cuda = torch.cuda.is_available()  # asked once: not a question per step
-        self._is_tensor = {}  # type -> whether it is a tensor type (issubclass, once per type)
+        self._closures = {}  # sequence number of a root node -> (its sequence numbers, its leaves)
+        self._storages = {}  # id(tensor) -> (weak reference, storage address, bytes)
 
-    def start(self):
+    @property
+    def old_storages(self):
+        """The addresses of the storages of before the start still in use."""
+        return {pointer for pointer, alive in self._old_storages.items() if alive > 0}
+
+    def _keep_old_storage(self, tensor):
+        pointer = storage_key(tensor)[0]
+        storages = self._old_storages
+        storages[pointer] = storages.get(pointer, 0) + 1
+
+        def forget(_reference, pointer=pointer):
+            storages[pointer] -= 1
+
+        try:
+            self._old_references.append(weakref.ref(tensor, forget))
+        except TypeError:  # a tensor type without weak references: kept for the whole run
+            pass
+
+    def start(self, step=None):
         """Take the objects alive now out of the counts (call again to do the
         same with what was made since: the training loop starts after data
         loading). A full collection first, so that garbage is not frozen."""
         gc.collect()
-        for item in gc.get_objects():
-            if issubclass(type(item), torch.Tensor):
-                self.old_storages.add(storage_key(item)[0])
-                if not item.requires_grad or item.grad_fn is not None:
-                    self.old_tensors.append(weakref.ref(item))
+        for item in self._tensors(gc.get_objects()):
+            self._keep_old_storage(item)
+            if not item.requires_grad or item.grad_fn is not None:
+                self.old_tensors.append(weakref.ref(item))
         gc.freeze()
         self._froze = self.started = True
         self.marks.append(sequence_now())  # the nodes made before now are old at the next step
+        self.mark_steps.append(step)
 
     def stop(self):
         """Give the frozen objects back to the collector."""
@@ -150,62 +193,131 @@ class Census:
                 pass
         return self.process.memory_info().rss if self.process else None
 
+    def _tensors(self, objects):
+        """The tensors among ``objects``: a set lookup of each one's type among
+        torch.Tensor and its subclasses (read anew each time: a script may
+        define one), no call per object."""
+        kinds, stack = {torch.Tensor}, [torch.Tensor]
+        while stack:
+            for kind in stack.pop().__subclasses__():
+                if kind not in kinds:
+                    kinds.add(kind)
+                    stack.append(kind)
+        return [item for item in objects if type(item) in kinds]
+
     def live_tensors(self):
         """(tensors with a grad_fn, tensors without one) made since the start,
         and the old tensors that have gained a grad_fn since."""
-        graph, plain = [], []
-        is_tensor = self._is_tensor
         # Garbage of the young generations (cycles the collector has not reached
         # yet) would make the counts depend on when it last ran: it goes first.
         if gc.isenabled():
             gc.collect(1)
-        for item in gc.get_objects():
-            kind = type(item)
-            answer = is_tensor.get(kind)
-            if answer is None:
-                answer = is_tensor[kind] = issubclass(kind, torch.Tensor)
-            if answer:
-                (graph if item.grad_fn is not None else plain).append(item)
+        graph, plain = [], []
+        for item in self._tensors(gc.get_objects()):
+            (graph if item.grad_fn is not None else plain).append(item)
         for reference in self.old_tensors:
             tensor = reference()
             if tensor is not None and tensor.grad_fn is not None:
                 graph.append(tensor)
         return graph, plain
 
+    def reachable(self, roots):
+        """(the sorted sequence numbers of the nodes reachable from the nodes
+        ``roots``, how many leaf nodes they reach), reusing the sets of the
+        last count's roots."""
+        numbered = sorted(((root._sequence_nr(), root) for root in roots),
+                          key=lambda pair: pair[0], reverse=True)  # the newest first
+        previous, closures = self._closures, {}
+        numbers, leaves = set(), set()
+        for number, root in numbered:
+            if number in numbers or number in closures:
+                continue  # reached from a newer root: its nodes are counted already
+            closure = previous.get(number)
+            if closure is None:
+                closure = _closure(root, number, previous)
+            closures[number] = closure
+            numbers |= closure[0]
+            leaves |= closure[1]
+        self._closures = closures
+        return sorted(numbers), len(leaves)
+
     def take(self, step):
         """The ``StepCount`` of now, ``step`` its number."""
         graph, plain = self.live_tensors()
         before = self.marks[-1] if self.marks else -1
-        nodes = walk_graph([tensor.grad_fn for tensor in graph])
-        numbers = [node._sequence_nr() for node in nodes]
         first = self.marks[0] if self.marks else -1  # graphs of before the watch: the program's
-        old = sum(first < number <= before for number in numbers)
+        roots = [tensor.grad_fn for tensor in graph]
+        numbers, leaves = self.reachable(roots)
+        old = bisect_right(numbers, before) - bisect_right(numbers, first)
         # The newest node alive now: every node made after this step has a larger number.
-        made = [number for number in numbers if number != LEAF_SEQUENCE]
-        self.marks.append(max(max(made, default=before), before))
-        old_tensors = sum(first < tensor.grad_fn._sequence_nr() <= before for tensor in graph)
-        count = StepCount(
+        self.marks.append(max(numbers[-1] if numbers else before, before))
+        self.mark_steps.append(step)
+        old_tensors = sum(first < root._sequence_nr() <= before for root in roots)
+        return StepCount(
             step=step, graph_tensors=len(graph), old_graph_tensors=old_tensors,
             graph_bytes=self._bytes(graph),
-            plain_tensors=len(plain), plain_bytes=self._bytes(plain), nodes=len(nodes),
-            old_nodes=old, rss=self.resident_bytes(),
+            plain_tensors=len(plain), plain_bytes=self._bytes(plain),
+            nodes=len(numbers) + leaves, old_nodes=old, rss=self.resident_bytes(),
             device=torch.cuda.memory_allocated() if self.cuda else None)
-        return count
+
+    def storage_of(self, tensor):
+        """``storage_key(tensor)``, read once per tensor while it lives."""
+        key = id(tensor)
+        entry = self._storages.get(key)
+        if entry is not None and entry[0]() is tensor:
+            return entry[1], entry[2]
+        pointer, nbytes = storage_key(tensor)
+        storages = self._storages
+
+        def forget(_reference, key=key):
+            if storages.get(key, (None,))[0] is _reference:
+                del storages[key]
+
+        try:
+            storages[key] = (weakref.ref(tensor, forget), pointer, nbytes)
+        except TypeError:
+            pass
+        return pointer, nbytes
 
     def _bytes(self, tensors):
-        sizes = {}
+        sizes, old = {}, self._old_storages
         for tensor in tensors:
-            pointer, nbytes = storage_key(tensor)
-            if pointer not in self.old_storages:
+            pointer, nbytes = self.storage_of(tensor)
+            if old.get(pointer, 0) <= 0:
                 sizes[pointer] = nbytes
         return sum(sizes.values())
+
+
+def _closure(root, number, known):
+    """(the sequence numbers of the nodes reachable from ``root``, whose own
+    is ``number``, the ids of the variables of the leaves it reaches), taking
+    the sets of ``known`` roots instead of walking below them."""
+    numbers, leaves = {number}, set()
+    stack = [next_node for next_node, _ in root.next_functions if next_node is not None]
+    while stack:
+        node = stack.pop()
+        sequence = node._sequence_nr()
+        if sequence == LEAF_SEQUENCE:
+            leaves.add(id(getattr(node, "variable", node)))
+            continue
+        if sequence in numbers:
+            continue
+        numbers.add(sequence)
+        reused = known.get(sequence)
+        if reused is not None:
+            numbers |= reused[0]
+            leaves |= reused[1]
+            continue
+        stack.extend(next_node for next_node, _ in node.next_functions if next_node is not None)
+    return numbers, leaves
 
 
 _SAVED_NAMES = {}  # type of node -> the names of its saved attributes (dir() is slow)
 
 
-def saved_tensors(node):
-    """The tensors ``node`` keeps for its backward (none once backward freed them)."""
+def saved_tensors(node, freed=None):
+    """The tensors ``node`` keeps for its backward (none once backward freed
+    them; then ``freed``, a list, gets the node)."""
     names = _SAVED_NAMES.get(type(node))
     if names is None:
         names = _SAVED_NAMES[type(node)] = tuple(
@@ -214,19 +326,45 @@ def saved_tensors(node):
         try:
             value = getattr(node, name)
         except RuntimeError:  # freed by a backward without retain_graph
+            if freed is not None and (not freed or freed[-1] is not node):
+                freed.append(node)
             continue
         for item in value if isinstance(value, (tuple, list)) else (value,):
             if isinstance(item, torch.Tensor):
                 yield item
 
 
+def device_of(tensor):
+    """The device of ``tensor`` as text (``cpu``, ``cuda:0``)."""
+    try:
+        return str(tensor.device)
+    except (RuntimeError, AttributeError):
+        return "unknown device"
+
+
+def saved_storages(nodes, leave_out=(), freed=None):
+    """{storage address: (bytes, device)} of the tensors that ``nodes`` keep
+    for backward, leaving out the storages in ``leave_out`` (the parameters');
+    the nodes whose saved tensors backward freed go to ``freed`` (a list)."""
+    storages = {}
+    for node in nodes:
+        for tensor in saved_tensors(node, freed):
+            pointer, nbytes = storage_key(tensor)
+            if pointer not in leave_out:
+                storages[pointer] = (nbytes, device_of(tensor))
+    return storages
+
+
+def bytes_by_device(storages, divide_by=1):
+    """{device: bytes} of ``storages`` ({address: (bytes, device)}), each
+    divided by ``divide_by`` (steps)."""
+    totals = {}
+    for nbytes, device in storages.values():
+        totals[device] = totals.get(device, 0) + nbytes / divide_by
+    return totals
+
+
 def saved_bytes(nodes, leave_out=()):
     """The bytes of the tensors that ``nodes`` keep for backward, once per
     storage, leaving out the storages in ``leave_out`` (the parameters')."""
-    sizes = {}
-    for node in nodes:
-        for tensor in saved_tensors(node):
-            pointer, nbytes = storage_key(tensor)
-            if pointer not in leave_out:
-                sizes[pointer] = nbytes
-    return sum(sizes.values())
+    return sum(nbytes for nbytes, _ in saved_storages(nodes, leave_out).values())

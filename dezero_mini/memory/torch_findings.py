@@ -15,7 +15,8 @@ import sys
 import types
 from pathlib import Path
 
-from dezero_mini.memory.torch_census import LEAF_SEQUENCE, saved_bytes, storage_key, walk_graph
+from dezero_mini.memory.torch_census import (LEAF_SEQUENCE, bytes_by_device, device_of,
+                                             saved_storages, storage_key, walk_graph)
 from dezero_mini.memory.torch_holders import (MACHINERY, describe, holder_chains, holder_kind,
                                               last_name, storing_lines)
 
@@ -43,20 +44,53 @@ def find_holders(finding, census, script_module, consecutive):
     made_in_window = [node for node in old if start < node._sequence_nr() <= end]
     first = marks[0]  # the program's graphs of before the watch are not the loop's
     finding.nodes = len([node for node in old if first < node._sequence_nr() != LEAF_SEQUENCE])
-    finding.saved_per_step = saved_bytes(made_in_window, census.old_storages) / window
-    held = {}
-    for tensor in graph:
-        if start < tensor.grad_fn._sequence_nr() <= end:
-            pointer, nbytes = storage_key(tensor)
-            if pointer not in census.old_storages:
-                held[pointer] = nbytes
-    finding.held_per_step = sum(held.values()) / window
     # What holds graphs of before the steps judged: not the last step's loss.
     reaching = [tensor for tensor in graph if _reaches_before(tensor, start)]
     finding.tensors = len(reaching)
     heads = _leaders(_held_by_python(reaching, (graph, plain, reaching)))
     heads.sort(key=lambda tensor: tensor.grad_fn._sequence_nr())  # the oldest first
     finding.holders = _holders(heads[:MAX_TARGETS], script_module)
+    # After the search for holders (the lists made here refer to the tensors).
+    # Per step: the tensors with a graph made in the window that the holder
+    # keeps, then what their graphs saved for backward besides them, each
+    # storage once, by device. The window's steps are read from the marks:
+    # counts may skip steps.
+    steps = _steps_between(census, window)
+    old_storages = census.old_storages
+    held = _held_storages(graph, (graph, plain, reaching, heads), start, end, old_storages)
+    freed = []
+    saved = saved_storages(made_in_window, old_storages, freed)
+    finding.held_per_step = bytes_by_device(held, steps)
+    finding.saved_per_step = bytes_by_device(
+        {pointer: value for pointer, value in saved.items() if pointer not in held}, steps)
+    finding.freed_nodes, finding.window_nodes = len(freed), len(made_in_window)
+
+
+def _held_storages(graph, ours, start, end, old_storages):
+    """{storage address: (bytes, device)} of the tensors with a graph made
+    between the sequence numbers ``start`` and ``end`` that a Python object
+    refers to (the holder's), not those that only their graph keeps alive
+    (an MLP's hidden activation, saved by the next layer's node, is counted
+    with what the graph saved). ``ours``: the finder's own lists, not
+    holders. Called after the search for holders: its lists would be
+    referrers of the tensors there."""
+    made = [tensor for tensor in graph if start < tensor.grad_fn._sequence_nr() <= end]
+    held = {}
+    for tensor in _held_by_python(made, (*ours, made)):
+        pointer, nbytes = storage_key(tensor)
+        if pointer not in old_storages:
+            held[pointer] = (nbytes, device_of(tensor))
+    return held
+
+
+def _steps_between(census, window):
+    """The training steps between the marks that open and close the window
+    (at least 1)."""
+    steps = census.mark_steps
+    first, last = steps[-1 - window], steps[-2]
+    if first is None or last is None:
+        return window - 1 or 1
+    return max(last - first, 1)
 
 
 def _largest_collection(tensors, ours):
@@ -134,12 +168,20 @@ def _holders(targets, script_module):
     holders = []
     for chain in holder_chains(targets, script_module):
         path, links = describe(chain)
-        path = re.sub(r"\[[^\[\]]*\]$", "", path) or path  # the container, not its item
+        path = _container_of(path)
         name = last_name(path)
         lines = storing_lines(name, files) if name else []
         holders.append(Holder(path=path, root=chain.root, links=links,
                               kind=holder_kind(chain), lines=lines, scalar=scalar))
     return holders
+
+
+def _container_of(path):
+    """The holder, not its item: ``snapshots[5][2]`` -> ``snapshots``,
+    ``pending[6].<partial>`` -> ``pending`` (the items' indices and the
+    unnamed objects between them come off the end)."""
+    shorter = re.sub(r"(\[[^\[\]]*\]|\.<[A-Za-z_][A-Za-z0-9_]*>)$", "", path)
+    return path if not shorter else shorter if shorter == path else _container_of(shorter)
 
 
 def _script_files(script_module):

@@ -56,7 +56,7 @@ DEFAULT_CONSECUTIVE = 5
 IDLE_ROUNDS_FACTOR = 4
 #: Counting a step is skipped when watching would cost more than this share
 #: of the script's own time (CPU time: what a loaded machine changes least).
-MAX_OVERHEAD = 0.3
+MAX_OVERHEAD = 0.1
 
 
 def imports_torch(source, path=None, depth=3):
@@ -268,7 +268,7 @@ class _Watch:
         if starting or not self.census.started:
             # Everything alive now is the program before the step counted next: its
             # objects are left out of the counts (again when idle loops started it).
-            self.census.start()
+            self.census.start(series.steps)
             self.returned = time.process_time()  # (starting is paid once, not per step)
             return
         if self.every_step or len(series.counts) <= WARM_UP + self.consecutive or \
@@ -341,16 +341,21 @@ class Holder:
 @dataclass
 class Finding:
     """The verdict of a run: the ``series`` followed, its ``growth``, and,
-    when something grows, its ``holders``, the bytes kept per step (``saved_per_step``:
-    saved for backward by the graph's nodes; ``held_per_step``: the tensors
-    themselves), the leaked tensors (``tensors``) and whether followers
-    were folded in."""
+    when something grows, its ``holders``, the bytes kept per step, each a
+    ``{device: bytes}`` (``held_per_step``: the tensors with a graph that
+    the holder keeps; ``saved_per_step``: what their graphs' nodes saved for
+    backward besides those), how many of the nodes made in the steps judged
+    had their saved tensors freed by backward (``freed_nodes`` of
+    ``window_nodes``), and the leaked tensors and nodes (``tensors``,
+    ``nodes``)."""
 
     series: object
     growth: object
     holders: list = field(default_factory=list)
-    saved_per_step: float = 0.0
-    held_per_step: float = 0.0
+    saved_per_step: dict = field(default_factory=dict)
+    held_per_step: dict = field(default_factory=dict)
+    freed_nodes: int = 0
+    window_nodes: int = 0
     tensors: int = 0
     nodes: int = 0
 
