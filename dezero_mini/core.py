@@ -37,6 +37,7 @@ import contextlib
 import functools
 import heapq
 import itertools
+import math
 import re
 import sys
 import threading
@@ -325,15 +326,22 @@ class Variable:
         # The counter breaks ties between Functions of the same generation in
         # the order they were reached, so that the gradients are summed in
         # the same order on every run (floating-point sums depend on it).
+        # The gradients wait in ``grads``: for a Function of one output (the
+        # common case) the gradient itself, else a list, one per output.
         order = itertools.count()
         creator, index = _edge_to_creator(self)
-        grads = {creator: [None] * len(creator.outputs)}
-        grads[creator][index] = self.grad if create_graph else self.grad.data
+        seed = self.grad if create_graph else self.grad.data
+        if creator.outputs.__class__ is _OneOutput:
+            grads = {creator: seed}
+        else:
+            grads = {creator: [None] * len(creator.outputs)}
+            grads[creator][index] = seed
         leaf_grads, outputs_read = {}, {}
         held_outputs = []  # outputs of freed Functions that something else holds (see unchain_backward)
         pending = [(-creator.generation, next(order), creator)]
         heappush, heappop = heapq.heappush, heapq.heappop  # local names: looked up once
         check_saved = Config.check_saved
+        ordinary = not (retain_grad or create_graph or check_saved)
 
         # The backward pass builds a graph only when asked to (create_graph).
         # One switch for the whole pass, restored even if a backward raises,
@@ -357,15 +365,13 @@ class Variable:
                 # retain_grad=False nothing else holds them, so each is freed
                 # as soon as the loop moves on.
                 gys = grads.pop(f)
-                if retain_grad:
-                    for ref, gy in zip(f.outputs, gys):
-                        y = ref()
-                        if y is not None and gy is not None:
-                            y.grad = gy if create_graph else Variable(as_array(gy))
-                if not (create_graph or f.array_backward):  # written for DeZero: Variables
-                    gys = [None if g is None else Variable(as_array(g)) for g in gys]
-                lifted = _lift_saved(f) if create_graph and f._lift else None
-                gxs = _backward_checked(f, gys) if check_saved else f.backward(*gys)
+                one_output = f.outputs.__class__ is _OneOutput
+                if ordinary and f.array_backward:  # the common case: arrays in, arrays out
+                    gxs = f.backward(gys) if one_output else f.backward(*gys)
+                    lifted = None
+                else:
+                    gxs, lifted = _run_backward(f, (gys,) if one_output else gys, retain_grad,
+                                                create_graph, check_saved)
                 if gxs.__class__ is not tuple:
                     gxs = (gxs,)
                 if len(gxs) > len(edges):
@@ -380,7 +386,11 @@ class Variable:
                     # The Variable that receives it, when it is still there: its
                     # array gives the shape and dtype the gradient must have.
                     if x is None:
-                        x = node if index is None else node.outputs[index]()
+                        if index is None:
+                            x = node
+                        else:
+                            x = node.outputs
+                            x = (x if x.__class__ is _OneOutput else x[index])()
                     if x is not None:
                         data = x.data
                         # (an integer Variable's float64 gradient takes the slow test)
@@ -397,12 +407,18 @@ class Variable:
                         # read its outputs (``self.outputs[0]()``): alive until it runs.
                         outputs_read.setdefault(node.creator, []).append(node)
                         node, index = _edge_to_creator(node)
-                    gys = grads.get(node)
-                    if gys is None:  # the first gradient for this Function: it joins the heap
-                        gys = grads[node] = [None] * len(node.outputs)
+                    held = grads.get(node)
+                    if node.outputs.__class__ is _OneOutput:
+                        if held is None:  # the first gradient for this Function: it joins the heap
+                            grads[node] = gx
+                            heappush(pending, (-node.generation, next(order), node))
+                        else:
+                            grads[node] = held + gx
+                        continue
+                    if held is None:
+                        held = grads[node] = [None] * len(node.outputs)
                         heappush(pending, (-node.generation, next(order), node))
-                    held = gys[index]
-                    gys[index] = gx if held is None else held + gx
+                    held[index] = gx if held[index] is None else held[index] + gx
                 if not retain_graph:
                     # Its backward has run: what it saved for it can go. When
                     # only this loop holds f, reference counting (stage 03)
@@ -579,12 +595,66 @@ def _constant_array(func, x, inputs):
         for v in inputs:
             if isinstance(v, Variable):
                 dtypes += (v.data.dtype,)
+        if len(dtypes) == 1:
+            array = _number_array(x, dtypes[0])
+            if array is not None:
+                return array
         return np.array(x, dtype=_weak_result_type(type(x), *dtypes) if dtypes else None)
     array = as_array(x)  # a NumPy scalar
     if not isinstance(array, np.ndarray):
         raise TypeError(f"{type(func).__name__}: an input must be a Variable, a numpy array or a "
                         f"number, got {type(x).__name__}")
     return array
+
+
+# A Python number in a formula (``y * 0.5``) as the 0-d array that NumPy would
+# make of it next to float64 or float32 arrays, made once per number and
+# dtype: NumPy takes a 0-d array of the right dtype for less than it spends
+# turning the number into one on every call (nearly as much as the product of
+# two small arrays), and the Functions that keep the number (Mul, Div) keep
+# the array, for their backward's product too. Read-only, since every
+# formula that writes the number shares it.
+_NUMBER_ARRAYS = {_FLOAT64: {}, np.dtype(np.float32): {}}
+_NUMBER_ARRAYS_KEPT = 1024  # per dtype; then the cache starts again (numbers computed in a loop)
+_EXACT_INTEGERS = 2**53  # larger integers would round twice on their way to float32
+
+
+def _number_array(number, dtype):
+    """``number`` (a bool, int or float) as a read-only 0-d array of ``dtype``,
+    the dtype NumPy gives it next to an array of ``dtype`` (NEP 50: a Python
+    number is "weak"), from the cache; None when that is not ``dtype`` (a
+    complex number, an array that is not float64 or float32), for -0.0
+    (which the cache would take for 0.0) and when the number does not fit
+    ``dtype``, so that the caller leaves it to NumPy, whose result or error
+    it then is."""
+    arrays = _NUMBER_ARRAYS.get(dtype)
+    if arrays is None or number.__class__ is complex or (
+            not number and math.copysign(1.0, number) < 0):
+        return None
+    array = arrays.get(number)
+    if array is None:
+        if number.__class__ is int and abs(number) > _EXACT_INTEGERS:
+            return None
+        try:
+            with np.errstate(all="raise"):  # out of float32's range: NumPy's own result or error
+                array = np.array(number, dtype=dtype)
+        except (ArithmeticError, ValueError):
+            return None
+        array.flags.writeable = False
+        if len(arrays) >= _NUMBER_ARRAYS_KEPT:
+            arrays.clear()
+        arrays[number] = array
+    return array
+
+
+def _number_of(number, dtype):
+    """What forward gets for the Python ``number`` that meets an array of
+    ``dtype``: its array of _number_array, else the number itself."""
+    arrays = _NUMBER_ARRAYS.get(dtype)
+    array = None if arrays is None or not number else arrays.get(number)  # (the fast way)
+    if array is None:
+        array = _number_array(number, dtype)
+    return number if array is None else array
 
 
 def _constant_variable(array):
@@ -751,18 +821,14 @@ class Function:
         keep_inputs = build and self.saves is None  # DeZero's way: keep the input Variables
         variables = [] if keep_inputs else None
         # One loop over the inputs gives forward their arrays and, when the
-        # graph is built, where each one's gradient goes and the generation:
-        # it is the framework's own cost on every op (two list
-        # comprehensions and a call per input instead cost a fifth more).
-        # An edge is known before forward runs, so that forward can keep
-        # only what the gradients that are needed read: None when the input
-        # needs none; (x, None) for a leaf, and for a Variable made by a
-        # Function written DeZero's way (whose backward may read its
-        # outputs, as in DeZero: the Function that uses them keeps them);
-        # else (creator, output index), without the Variable.
+        # graph is built, where each one's gradient goes (_edge_of) and the
+        # generation. An edge is known before forward runs, so that forward
+        # can keep only what the gradients that are needed read. (The
+        # built-in Functions of one and two inputs take a shorter way for
+        # the common cases: _call_unary and _call_binary.)
         xs, edges, generation = [], [], 0
         for x in inputs:
-            if not isinstance(x, Variable):
+            if x.__class__ is not Variable and not isinstance(x, Variable):
                 if isinstance(x, _WatchedInput):  # the check mode's stand-in for a Variable
                     x = x._read()
                 else:
@@ -773,8 +839,7 @@ class Function:
                     # the graph is built (so that forward knows the number
                     # needs no gradient, and reads nothing of it but its
                     # value), the arithmetic Functions take a Python number
-                    # as it is: NumPy gives it its weak dtype (NEP 50)
-                    # itself, for less than making a 0-d array costs.
+                    # as it is: NumPy gives it its weak dtype (NEP 50) itself.
                     if build and self.takes_numbers and type(x) in _PYTHON_NUMBERS:
                         xs.append(x)
                     else:
@@ -792,15 +857,7 @@ class Function:
                 variables.append(x)
             if x.generation > generation:
                 generation = x.generation
-            creator = x.creator
-            if not x._requires_grad:  # a constant: no gradient
-                edges.append(None)
-            elif creator is None or creator.saves is None:
-                edges.append((x, None))
-            elif len(creator.outputs) == 1:
-                edges.append((creator, 0))
-            else:
-                edges.append((creator, creator.outputs.index(weakref.ref(x))))
+            edges.append(_edge_of(x))
         if build:
             self.next_functions, self.generation = edges, generation
         else:
@@ -808,37 +865,18 @@ class Function:
         try:
             ys = self.forward(*xs)
         except _NAMED_ERRORS as e:
-            shapes = ", ".join(str(np.shape(x)) for x in xs)
-            _raise_named(e, type(self).__name__, f"{type(self).__name__}: inputs of shapes {shapes}")
-        # ``type(y) is np.ndarray`` is the fast test; numpy scalars (what
-        # ufuncs return for 0-d arrays) and anything else go through
-        # _output_array, which converts or explains.
-        if type(ys) is not tuple:
-            # One output, the common case, written out without the lists and
-            # loops of the general case below: it is the framework's own
-            # overhead on every operation.
-            output = Variable(ys if type(ys) is np.ndarray else _output_array(self, ys))
-            if build:  # only backward needs the graph
-                output.creator = self
-                output.generation = generation + 1
-                if keep_inputs:
-                    self.inputs = variables  # DeZero's way: keep them all, read or not
-                self.outputs = [weakref.ref(output)]  # weak: no cycle (stage 03)
-            else:
-                output.made_without_graph = True  # so that backward() can explain
-            return output
-
-        outputs = [Variable(y if type(y) is np.ndarray else _output_array(self, y)) for y in ys]
+            _raise_forward_error(self, e, xs)
         if build:
-            for output in outputs:
-                output.creator = self
-                output.generation = generation + 1
             if keep_inputs:
-                self.inputs = variables
-            self.outputs = [weakref.ref(output) for output in outputs]
-        else:
-            for output in outputs:
-                output.made_without_graph = True
+                self.inputs = variables  # DeZero's way: keep them all, read or not
+            return _graph_outputs(self, ys, generation)
+        if ys.__class__ is not tuple:
+            output = Variable(ys if ys.__class__ is np.ndarray else _output_array(self, ys))
+            output.made_without_graph = True  # so that backward() can explain
+            return output
+        outputs = [Variable(y if type(y) is np.ndarray else _output_array(self, y)) for y in ys]
+        for output in outputs:
+            output.made_without_graph = True
         return outputs
 
     def release(self):
@@ -875,6 +913,127 @@ class Function:
         raise NotImplementedError(f"{type(self).__name__}.backward")
 
 
+
+# --- The graph as Functions link it ---------------------------------------------------------
+def _edge_of(x):
+    """Where the gradient of the input Variable ``x`` goes, as an edge of
+    ``next_functions``: None when it needs none (``requires_grad`` False);
+    ``(x, None)`` for a leaf, and for a Variable made by a Function written
+    DeZero's way (whose backward may read its outputs, as in DeZero: the
+    Function that uses them keeps them); else ``(creator, output index)``,
+    without the Variable, which may go."""
+    if not x._requires_grad:
+        return None
+    creator = x.creator
+    if creator is None or creator.saves is None:
+        return (x, None)
+    outputs = creator.outputs
+    if outputs.__class__ is _OneOutput:
+        return (creator, 0)
+    return (creator, outputs.index(weakref.ref(x)))
+
+
+def _graph_outputs(f, ys, generation):
+    """The output Variables of ``f`` (a Variable, or a list of them when
+    ``forward`` returned a tuple), made from the arrays ``ys`` and linked
+    into the graph: ``f`` is their creator and holds them weakly (stage 03).
+    ``generation``: the highest of ``f``'s inputs."""
+    if ys.__class__ is not tuple:
+        # One output, the common case, written out without the lists and
+        # loops of the general case below, and without Variable's __init__,
+        # whose checks an output does not need: it is the framework's own
+        # overhead on every operation. (Unless an instrument wraps __init__
+        # to see every Variable born: dezero_mini.memory's leak finder.)
+        ys = ys if ys.__class__ is np.ndarray else _output_array(f, ys)
+        output = _new_object(Variable) if Variable.__init__ is _VARIABLE_INIT else Variable(ys)
+        output.data = ys
+        output.name = output.grad = None
+        output.creator, output.generation, output.made_without_graph = f, generation + 1, False
+        output._requires_grad = output.data.dtype.__class__ in _NUMBER_DTYPES
+        f.outputs = _OneOutput(output)  # weak: no cycle (stage 03)
+        return output
+    outputs = [Variable(y if type(y) is np.ndarray else _output_array(f, y)) for y in ys]
+    for output in outputs:
+        output.creator = f
+        output.generation = generation + 1
+    f.outputs = [weakref.ref(output) for output in outputs]
+    return outputs
+
+
+def _raise_forward_error(f, error, xs):
+    """Raise ``error``, which ``f.forward`` raised on the arrays ``xs``, named
+    after ``f`` and the shapes of its inputs."""
+    shapes = ", ".join(str(np.shape(x)) for x in xs)
+    _raise_named(error, type(f).__name__, f"{type(f).__name__}: inputs of shapes {shapes}")
+
+
+# A Function call is the framework's own cost on every operation: Function.__call__
+# serves every kind of input (constants, DeZero's Functions, no_grad, the
+# check mode's stand-ins) in a loop. The built-in Functions of one and two
+# inputs call the two below, which write out the common case, a graph built
+# from Variables (and numbers, for arithmetic), and leave every other case to
+# __call__: together they cost a third less per operation. (Every call goes
+# through __call__ while an instrument wraps it: dezero_mini.memory's timeline.)
+_CALL = Function.__call__
+
+
+def _call_unary(f, x):
+    """``f(x)`` for a built-in Function of one input."""
+    if x.__class__ is not Variable or not Config.enable_backprop or Function.__call__ is not _CALL:
+        return f(x)
+    f.next_functions = [_edge_of(x)]
+    f.generation = generation = x.generation
+    x = x.data
+    try:
+        y = f.forward(x)
+    except _NAMED_ERRORS as e:
+        _raise_forward_error(f, e, (x,))
+    return _graph_outputs(f, y, generation)
+
+
+def _call_binary(f, x0, x1):
+    """``f(x0, x1)`` for an arithmetic Function (``takes_numbers``) of a
+    Variable ``x0`` and a Variable or a Python number ``x1`` (``y * a``,
+    ``y * 0.5``). A number reaches forward as the read-only 0-d array that
+    NumPy would make of it (_number_of)."""
+    if x0.__class__ is not Variable or not Config.enable_backprop or Function.__call__ is not _CALL:
+        return f(x0, x1)
+    generation, data0 = x0.generation, x0.data
+    if x1.__class__ is Variable:
+        edge1, data1 = _edge_of(x1), x1.data
+        if x1.generation > generation:
+            generation = x1.generation
+    elif x1.__class__ is float or x1.__class__ is int:
+        edge1, data1 = None, _number_of(x1, data0.dtype)
+    else:
+        return f(x0, x1)
+    f.next_functions = [_edge_of(x0), edge1]
+    f.generation = generation
+    try:
+        y = f.forward(data0, data1)
+    except _NAMED_ERRORS as e:
+        _raise_forward_error(f, e, (data0, data1))
+    return _graph_outputs(f, y, generation)
+
+
+def _run_backward(f, gys, retain_grad, create_graph, check_saved):
+    """``f``'s backward on the gradients ``gys`` of its outputs (a list or
+    tuple, None for an output that got none), when the pass keeps the
+    gradients of the outputs (retain_grad), builds a graph (create_graph),
+    checks what Functions keep (check_saved) or ``f`` is written DeZero's
+    way (Variables in, Variables out). Returns the gradients of its inputs
+    and the saved arrays that create_graph replaced (see _lift_saved)."""
+    if retain_grad:
+        for ref, gy in zip(f.outputs, gys):
+            y = ref()
+            if y is not None and gy is not None:
+                y.grad = gy if create_graph else Variable(as_array(gy))
+    if not (create_graph or f.array_backward):  # written for DeZero: Variables
+        gys = [None if g is None else Variable(as_array(g)) for g in gys]
+    lifted = _lift_saved(f) if create_graph and f._lift else None
+    return (_backward_checked(f, gys) if check_saved else f.backward(*gys)), lifted
+
+
 def _too_many_gradients(f, returned, inputs):
     """The error of a backward that returns more gradients than its Function
     has inputs: zip would have dropped the extra ones without a word, and
@@ -885,6 +1044,48 @@ def _too_many_gradients(f, returned, inputs):
         f"input{'s' if inputs != 1 else ''}: return one gradient per input of forward, in "
         "the same order (None for an input that gets no gradient)")
 
+
+class _OneOutput(weakref.ref):
+    """The weak reference to the only output of a Function, which is also the
+    list of its outputs: ``f.outputs[0]()``, ``len(f.outputs)`` and ``for ref
+    in f.outputs`` work as on a list of one weak reference.
+
+    One object instead of a list and the reference in it: the collector
+    tracks both, and every full collection traverses each one that a graph
+    holds (about a microsecond per object and operation in a graph of
+    100,000 operations, benchmarks/bench_ops.py). A Function of several
+    outputs keeps a list."""
+
+    __slots__ = ()
+
+    def __len__(self):
+        return 1
+
+    def __getitem__(self, index):
+        if index == 0 or index == -1:
+            return self
+        if isinstance(index, slice):
+            return [self][index]
+        raise IndexError(f"outputs: index {index} out of range for a Function of one output")
+
+    def __iter__(self):
+        return iter((self,))
+
+    def index(self, ref):
+        """0 when ``ref`` refers to the output (as ``list.index``)."""
+        if ref == self:
+            return 0
+        raise ValueError("outputs.index: not an output of this Function")
+
+    def __deepcopy__(self, memo):
+        return self  # as copy.deepcopy treats weakref.ref: the same reference
+
+    def __repr__(self):
+        return f"[{weakref.ref.__repr__(self)}]"
+
+
+_new_object = object.__new__  # an output Variable, whose slots _graph_outputs fills itself
+_VARIABLE_INIT = Variable.__init__
 
 _NO_INPUTS = itertools.repeat(None)  # zipped with the edges of a Function that keeps no inputs
 
@@ -903,7 +1104,7 @@ _HELD_BY_ONE_NAME = _references_to_a_local()
 def _edge_to_creator(x):
     """``(creator, output index)`` of a Variable that has a creator."""
     outputs = x.creator.outputs
-    return x.creator, 0 if len(outputs) == 1 else outputs.index(weakref.ref(x))
+    return x.creator, 0 if outputs.__class__ is _OneOutput else outputs.index(weakref.ref(x))
 
 
 # --- create_graph: the saved arrays back in the graph, as Variables -------------------
@@ -942,7 +1143,10 @@ def _variable_of(creator, index, array):
         # scalar (``np.exp`` of a 0-d array is an np.float64).
         variable = Variable(as_array(array))
         variable.creator, variable.generation = creator, creator.generation + 1
-        creator.outputs[index] = weakref.ref(variable)
+        if creator.outputs.__class__ is _OneOutput:
+            creator.outputs = _OneOutput(variable)
+        else:
+            creator.outputs[index] = weakref.ref(variable)
     return variable
 
 
@@ -1279,19 +1483,19 @@ class Cast(Function):
 
 
 def add(x0, x1):
-    return Add()(x0, x1)
+    return _call_binary(Add(), x0, x1)
 
 
 def mul(x0, x1):
-    return Mul()(x0, x1)
+    return _call_binary(Mul(), x0, x1)
 
 
 def neg(x):
-    return Neg()(x)
+    return _call_unary(Neg(), x)
 
 
 def sub(x0, x1):
-    return Sub()(x0, x1)
+    return _call_binary(Sub(), x0, x1)
 
 
 def rsub(x0, x1):
@@ -1299,7 +1503,7 @@ def rsub(x0, x1):
 
 
 def div(x0, x1):
-    return Div()(x0, x1)
+    return _call_binary(Div(), x0, x1)
 
 
 def rdiv(x0, x1):

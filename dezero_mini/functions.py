@@ -37,8 +37,12 @@ from dezero_mini.core import (  # noqa: F401 (re-exported)
     Power,
     Variable,
     _BOTH,
+    _FLOAT64,
+    _INEXACT_DTYPES,
     _apply,
+    _call_unary,
     _in_gradient_dtype,
+    _number_array,
     _sum_to,
     add,
     as_array,
@@ -75,8 +79,11 @@ def _const(value, like):
     float64 (NumPy 2 promotes 0-d arrays like any other array). For integer
     and bool ``like`` it is float64, as NumPy's mean of integers is: in their
     dtype, the 1/3 of a mean over three would be 0."""
-    dtype = like.dtype if np.issubdtype(like.dtype, np.inexact) else np.float64
-    return np.asarray(value, dtype=dtype)
+    dtype = like.dtype
+    if dtype.__class__ not in _INEXACT_DTYPES:
+        dtype = _FLOAT64
+    array = _number_array(value, dtype)  # (made once: see core)
+    return np.asarray(value, dtype=dtype) if array is None else array
 
 
 def _inexact_dtype(dtype):
@@ -276,35 +283,35 @@ class Clip(Function):
 
 
 def square(x):
-    return Square()(x)
+    return _call_unary(Square(), x)
 
 
 def exp(x):
-    return Exp()(x)
+    return _call_unary(Exp(), x)
 
 
 def log(x):
-    return Log()(x)
+    return _call_unary(Log(), x)
 
 
 def sin(x):
-    return Sin()(x)
+    return _call_unary(Sin(), x)
 
 
 def cos(x):
-    return Cos()(x)
+    return _call_unary(Cos(), x)
 
 
 def tanh(x):
-    return Tanh()(x)
+    return _call_unary(Tanh(), x)
 
 
 def sigmoid(x):
-    return Sigmoid()(x)
+    return _call_unary(Sigmoid(), x)
 
 
 def relu(x):
-    return ReLU()(x)
+    return _call_unary(ReLU(), x)
 
 
 def leaky_relu(x, slope=0.2):

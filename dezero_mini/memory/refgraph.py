@@ -157,7 +157,10 @@ def _walk(value, label, weak, depth, seen, out):
     if isinstance(value, weakref.ref):
         target = value()
         if target is not None:  # a dead weak reference reaches nothing
-            _walk(target, label, True, depth + 1, seen, out)
+            # dezero_mini's Function of one output keeps one weak reference
+            # that is also the list of its outputs (core._OneOutput): outputs[0]
+            indexed = "[0]" if hasattr(type(value), "__getitem__") else ""
+            _walk(target, label + indexed, True, depth + 1, seen, out)
     elif isinstance(value, (list, tuple)):
         for i, item in enumerate(value):
             _walk(item, f"{label}[{i}]", weak, depth + 1, seen, out)
