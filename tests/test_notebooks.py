@@ -75,12 +75,10 @@ _executed = run_notebooks.executed
 
 
 @pytest.mark.parametrize("path", NOTEBOOK_PARAMS)
-def test_notebook_runs(path, capsys):
+def test_notebook_runs(path, progress_line):
     nb = _executed(path)  # raises NotebookError naming the cell
     seconds, reused = run_notebooks.RUN_TIMES[path.resolve()]
-    with capsys.disabled():
-        print(f"\n    {path.name} ran in {seconds:.1f} s{' (kept from an earlier run)' if reused else ''} ",
-              end="")
+    progress_line(f"{path.name} ran in {seconds:.1f} s{' (kept from an earlier run)' if reused else ''}")
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs if o.output_type == "error"]
     assert not errors
 
