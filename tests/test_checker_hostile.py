@@ -169,9 +169,10 @@ HOSTILE = [
             rf"cannot load {FILE_NAME}: .*MemoryError.*the file used more than "
             rf"{Limits().memory_mib} MiB of memory"),
     Hostile("loops_in_backward", stage02_plus(LOOP_IN_BACKWARD), 1,
-            r"timed out: the check's total time limit of 3 s ran out; the file was at "
+            r"timed out: the check's total time limit of 10 s ran out; the file was at "
             rf"{FILE_NAME} line (?P<line>\d+) \(in _endless\)",
-            argv=("--batches", "5", "--total-timeout", "3")),
+            # (the limit bounds loading the file too: 3-4 s on a busy machine)
+            argv=("--batches", "5", "--total-timeout", "10")),
     Hostile("imports_the_classes_from_dezero_mini", stage02_plus(IMPORT_FROM_PACKAGE), 2,
             rf"{FILE_NAME} does not define Variable, .* itself \(Variable: the class comes from "
             r"\S*dezero_mini/core\.py\)"),

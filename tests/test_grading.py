@@ -407,7 +407,7 @@ def test_sigterm_to_grade_ends_every_check_it_started(tmp_path):
         _, err = grade.communicate(timeout=60)
         assert grade.returncode == 128 + signal.SIGTERM, err.decode()[-3000:]
         assert "stopped by SIGTERM: every check it started was ended" in err.decode()
-        gone, alive = psutil.wait_procs(descendants, timeout=10)
+        gone, alive = psutil.wait_procs(descendants, timeout=60)
         assert not alive, f"still running after grade ended: {alive}"
         assert not (tmp_path / "grades.csv").exists()
     finally:
