@@ -151,7 +151,11 @@ def test_a_signal_in_the_middle_of_a_write_loses_no_file(tmp_path, argv, interru
     old = {name: OLD + name.encode() for name in existing}
     for name, content in old.items():
         (tmp_path / name).write_bytes(content)
-    slow = {**os.environ, atomic.SLOW_WRITE_ENV: "2"}
+    # The pause is the window in which the signal must land, and this process must see
+    # the temporary file within it: 10 s, so that a busy machine (this poller not run
+    # for a second or two) cannot miss it. The signal ends the pause: only the writes
+    # before the interrupted one (m.csv before m.svg) wait it out.
+    slow = {**os.environ, atomic.SLOW_WRITE_ENV: "10"}
     process = subprocess.Popen([sys.executable, "-m", "dezero_mini", *argv], cwd=tmp_path,
                                env=slow, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, preexec_fn=hear_sigint)
