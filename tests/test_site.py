@@ -116,8 +116,10 @@ SEARCH_SCRIPT = ("<script>document.getElementById('searchbar').addEventListener(
                  "    \"<a href='{target}'>found</a>\"; }});</script>")
 
 
-def test_browser_checks_type_into_the_search_and_read_its_results(tmp_path):
+def test_browser_checks_type_into_the_search_and_read_its_results(tmp_path, monkeypatch):
     chromium = _browser_or_skip()
+    # These pages answer at once: "silent" waits the whole limit for its result.
+    monkeypatch.setattr(check_site, "SEARCH_WAIT", 10)
     word = check_site.SEARCH_WORD
     cases = {  # folder: (page body, the problem expected, or None)
         "finds": (SEARCH_BOX + SEARCH_SCRIPT.format(word=word, target="03_weakref.html#x"), None),
