@@ -21,18 +21,20 @@ def is_terminal(stream):
         return False
 
 
-def progress_bar(total, what, *, quiet=False, stream=None, report=None, unit="it", leave=False):
+def progress_bar(total, what, *, quiet=False, stream=None, report=None, unit="it", leave=False,
+                 bar_format=None):
     """A tqdm bar of ``total`` steps named ``what`` on ``stream`` (standard error by
     default), drawn only when that stream and ``report`` (the stream the command's
     results go to: standard output by default) are terminals and not ``quiet``
     (``--json``). Where it is not drawn, ``bar.disable`` is True, ``update`` does
     nothing and ``bar.write`` prints plain lines. Use it as a context manager;
     ``update(1)`` per step, ``set_postfix_str`` for the step under way. ``leave``:
-    the last state of the bar stays on the screen when it closes."""
+    the last state of the bar stays on the screen when it closes; ``bar_format``:
+    tqdm's, for a bar that must leave room for a long postfix."""
     from tqdm import tqdm
 
     stream = sys.stderr if stream is None else stream
     report = sys.stdout if report is None else report
     drawn = not quiet and is_terminal(stream) and is_terminal(report)
     return tqdm(total=total, desc=what, file=stream, unit=unit, leave=leave, dynamic_ncols=True,
-                disable=not drawn)
+                bar_format=bar_format, disable=not drawn)

@@ -227,6 +227,11 @@ class Totals:
         return text + f"  acc {self.accuracy:6.1%}" if self.classify else text
 
 
+# The bar of train on a terminal: short (no counts, no rate), so that the epoch's loss,
+# accuracy and memory fit beside it on 80 columns.
+TRAIN_BAR = "{desc} |{bar:8}| {remaining} left{postfix}"
+
+
 def memory_text():
     """The memory now, short enough for a progress bar: ``live`` Variables
     and Functions of the framework, and the bytes ``traced`` by tracemalloc."""
@@ -264,7 +269,7 @@ def train(task, train_set, test_set=None, *, epochs=None, batch_size=None, hidde
     # On a terminal, a bar of the batches with the running epoch's loss and the memory; in
     # a pipe or a log, a plain line per epoch instead (progress_bar draws nothing there).
     bar = progress_bar(epochs * loader.max_iter, f"epoch 1/{epochs}", stream=stream,
-                       report=stream, unit="batch", leave=True)
+                       report=stream, unit="batch", leave=True, bar_format=TRAIN_BAR)
     # Overflow and invalid values are not warned about, from lines of the
     # framework that are not the user's fault: a loss that is not finite
     # stops the run instead, with the batch and the learning rate.
@@ -283,7 +288,7 @@ def train(task, train_set, test_set=None, *, epochs=None, batch_size=None, hidde
                         raise TrainingDiverged(loss, where, lr)
                     totals.add(loss, hits, len(x))
                     if not bar.disable:
-                        bar.set_postfix_str(f"{totals.text()}  {memory}", refresh=False)
+                        bar.set_postfix_str(_bar_text(totals, memory), refresh=False)
                         bar.update(1)
                 # The memory is measured once an epoch (counting the live objects walks
                 # the collector's lists): flat from one epoch to the next.
@@ -292,7 +297,7 @@ def train(task, train_set, test_set=None, *, epochs=None, batch_size=None, hidde
                     print(_progress_text(head, totals, loader.max_iter, memory), file=stream,
                           flush=True)
                 else:
-                    bar.set_postfix_str(f"{totals.text()}  {memory}")
+                    bar.set_postfix_str(_bar_text(totals, memory))
         results = {"seconds": time.perf_counter() - started, "epochs": epochs,
                    "batches": epochs * loader.max_iter, "samples": len(train_set),
                    "test_samples": len(test_set) if test_set is not None else None,
@@ -336,6 +341,12 @@ def _progress_text(head, totals, batches_per_epoch, memory):
     width = len(str(batches_per_epoch))
     return (f"{head}  batch {totals.batches:>{width}}/{batches_per_epoch}  "
             f"{totals.text()}  {memory}")
+
+
+def _bar_text(totals, memory):
+    """The end of the bar, single-spaced to fit 80 columns with it:
+    ``loss 0.0684 acc 98.7% live 12 traced 1.3 MiB``."""
+    return " ".join(f"{totals.text()} {memory}".split())
 
 
 def _result_text(loss, accuracy):
