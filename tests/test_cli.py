@@ -47,7 +47,7 @@ def read_csv(path):
 # --- The program and its help -----------------------------------------------------------
 def test_python_dash_m_prints_help_in_a_subprocess():
     done = subprocess.run([sys.executable, "-m", "dezero_mini", "--help"],
-                          capture_output=True, text=True, timeout=60)
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("usage: python -m dezero_mini")
     for command in ("train", "memory", "graph"):

@@ -233,10 +233,10 @@ def test_a_closed_stdout_ends_quietly_like_a_unix_tool(tmp_path):
                "--epochs", "1000"]
     train = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              cwd=tmp_path)
-    head = subprocess.run(["head", "-2"], stdin=train.stdout, capture_output=True, timeout=120)
+    head = subprocess.run(["head", "-2"], stdin=train.stdout, capture_output=True, timeout=600)
     train.stdout.close()  # only head holds the pipe's reading end now
     err = train.stderr.read().decode()
-    code = train.wait(timeout=120)
+    code = train.wait(timeout=600)
     assert head.stdout.decode().startswith("training an MLP")
     assert code == guard.EXIT_SIGPIPE, err
     assert err == ""  # no BrokenPipeError, no "Exception ignored"

@@ -270,7 +270,7 @@ def test_lite_flags_exist_in_the_installed_jupyterlite():
     import build_lite
 
     done = subprocess.run([str(ROOT / ".venv-lite" / "bin" / "jupyter"), "lite", "build", "--help"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=600)
     for flag in build_lite.LITE_BUILD_OPTIONS:
         if flag.startswith("--"):
             assert flag in done.stdout, flag

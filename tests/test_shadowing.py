@@ -55,7 +55,7 @@ def test_a_module_of_the_learner_never_runs_silently_in_place_of_the_package(
                      "before anything of the package: only the installed script avoids it")
     LAYOUTS[layout](tmp_path)
     done = subprocess.run([*ENTRIES[entry], "graph", "--dot"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=600)
     assert "Traceback" not in done.stderr and "learner's own module" not in done.stderr
     if EXPECTED.get((layout, entry)) == "refused":
         assert done.returncode == 2
