@@ -250,6 +250,8 @@ SLOW = {
     "test_dezero_book_runner.py": ("test_every_book_program", "test_dezero_unit_tests"),
     # a command in a child process, stopped by a real signal in the middle of a slowed write
     "test_interrupted_writes.py": ("test_a_signal_in_the_middle_of_a_write",),
+    # train and memory run for real on a pseudo-terminal and on pipes
+    "test_progress_display.py": ("test_a_long_wait_", "test_each_long_unit_"),
 }
 
 
@@ -276,12 +278,83 @@ def pytest_configure(config):
     """Name this test run for tools/notebook_cache.py (its RUN_VARIABLE), before
     pytest-xdist starts the test processes, which inherit it: under
     DEZERO_MINI_FRESH_NOTEBOOKS=1 (make test-deep), a notebook that one test process
-    has run again is then reused by the other, not run a third time."""
+    has run again is then reused by the other, not run a third time. And, in the
+    process that draws the terminal, print the tests' progress lines (``ProgressLines``)."""
     import os
     import uuid
 
     if not hasattr(config, "workerinput"):  # the main process (a worker inherits the name)
         os.environ.setdefault("DEZERO_MINI_NOTEBOOK_RUN", uuid.uuid4().hex)
+        config.pluginmanager.register(ProgressLines(config), "dezero-mini-progress-lines")
+
+
+# ------------------------------------------------------- a line for each long unit
+# Under pytest-xdist a test's own prints go nowhere (its process has no terminal) and
+# the terminal shows dots. A test that takes long (a notebook's run, the book's build,
+# a solution's process) records one line with its time through ``progress_line``; the
+# process that draws the terminal (xdist's controller, or the only process) prints it
+# as that test ends, with how many of its kind are done: the first minutes of
+# `make test` (the notebooks) then say what ran and how far along the run is.
+PROGRESS = "progress"  # the user property (record_property) that carries the line
+
+
+@pytest.fixture
+def progress_line(record_property):
+    """``progress_line(text)``: print ``text`` on the terminal when the test ends (its
+    time, what it reused), under pytest-xdist too. Call it before the asserts: a test
+    that fails says how long it took as well."""
+    return lambda text: record_property(PROGRESS, text)
+
+
+class ProgressLines:
+    """Prints the ``progress_line`` of each finished test, numbered among the tests of
+    the same function (``[3/11]``), and one line before the first notebook runs."""
+
+    NOTEBOOKS = "tests/test_notebooks.py::test_notebook_runs"
+
+    def __init__(self, config):
+        self.config = config
+        self.collected = None  # test function (node id without parameters) -> how many
+        self.done = {}
+        self.announced = False
+
+    def _count(self, nodeids):
+        if self.collected is None:  # (each xdist worker collects the same tests)
+            self.collected = {}
+            for nodeid in nodeids:
+                function = nodeid.partition("[")[0]
+                self.collected[function] = self.collected.get(function, 0) + 1
+
+    def _write(self, text):
+        if self.config.pluginmanager.get_plugin("terminalreporter") is None:
+            return  # (-p no:terminal)
+        writer = self.config.get_terminal_writer()
+        if writer.width_of_current_line:  # after the dots of the tests done so far
+            writer.line()
+        writer.line(f"    {text}")
+
+    def pytest_collection_finish(self, session):
+        self._count(item.nodeid for item in session.items)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_node_collection_finished(self, node, ids):
+        self._count(ids)
+
+    def pytest_runtest_logstart(self, nodeid, location):
+        if not self.announced and nodeid.startswith(self.NOTEBOOKS + "["):
+            self.announced = True
+            count = (self.collected or {}).get(self.NOTEBOOKS, 0)
+            self._write(f"running the {count} notebooks first, each in a Jupyter kernel "
+                        "(seconds to a minute each): a line as each one ends")
+
+    def pytest_runtest_logreport(self, report):
+        text = dict(report.user_properties).get(PROGRESS)
+        if report.when != "call" or text is None:
+            return
+        function = report.nodeid.partition("[")[0]
+        self.done[function] = self.done.get(function, 0) + 1
+        total = (self.collected or {}).get(function, 0)
+        self._write(f"[{self.done[function]}/{total}] {text}" if total > 1 else text)
 
 
 # ------------------------------------------------------------ the order of the run

@@ -214,11 +214,11 @@ def test_wasm_html_draws_or_says_it_needs_internet_in_chromium(cdn_up):
         if cdn_up:
             drawn = page.wait_for("""(() => { const svg = document.querySelector('svg#drawn');
                 return svg && {engine: svg.dataset.engine, format: svg.dataset.format,
-                               text: svg.textContent}; })()""", timeout=20, what="the drawn <svg>")
+                               text: svg.textContent}; })()""", timeout=120, what="the drawn <svg>")
             assert drawn["engine"] == "dot"
             assert drawn["format"] == "svg"
             assert drawn["text"].startswith("digraph refgraph")
         else:
-            page.wait_for("document.body.innerText.includes('connect to the internet')", timeout=20)
+            page.wait_for("document.body.innerText.includes('connect to the internet')", timeout=120)
             text = page.evaluate("document.body.innerText")
             assert "digraph refgraph" in text  # the DOT text stays on the page

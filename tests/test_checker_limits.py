@@ -28,7 +28,7 @@ ROOT = bench.__file__.rsplit("/dezero_mini/", 1)[0]
 def test_batches_the_checker_cannot_run_are_refused_up_front(tmp_path, argv):
     (tmp_path / "x.py").write_text("")
     done = subprocess.run([sys.executable, "-m", "dezero_mini", *argv], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 2, done.stderr
     last = done.stderr.strip().splitlines()[-1]
     assert "argument --batches" in last and "more than the checker can run" in last, done.stderr

@@ -94,7 +94,7 @@ def test_ctrl_c_during_the_imports_ends_with_one_line(tmp_path, command, entry):
         assert process.stderr.readline() == "importing numpy\n"
         process.send_signal(signal.SIGINT)
         rest = process.stderr.read()
-        assert process.wait(timeout=60) == 130
+        assert process.wait(timeout=300) == 130  # (the bound only ends a hang)
     finally:
         process.kill()
         process.wait()

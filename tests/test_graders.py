@@ -84,7 +84,7 @@ def test_start_works_in_the_edition_up_to_the_next_stage_only(edition, tmp_path)
     def start(number):
         return subprocess.run([sys.executable, "-m", "dezero_mini", "start", str(number),
                                str(tmp_path)], cwd=tmp_path, env=env, capture_output=True,
-                              text=True, timeout=120)
+                              text=True, timeout=600)
 
     done = start(4)
     assert done.returncode == 0, done.stderr
@@ -215,7 +215,7 @@ def test_make_lab_passes_allow_root_only_to_root(tmp_path):
         (venv / stamp).touch()
     done = subprocess.run(
         ["make", "-C", str(ROOT), "lab", f"VENV={venv}", f"BOOK_STAMP={venv / 'installed'}",
-         f"LAB_STAMP={venv / 'lab'}"], capture_output=True, text=True, timeout=60)
+         f"LAB_STAMP={venv / 'lab'}"], capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     arguments = said.read_text().split()
     assert arguments[0] == "lab" and arguments[-1] == "notebooks/"

@@ -174,7 +174,7 @@ def test_the_zip_has_the_scripts_at_its_root_and_the_course(tmp_path):
 ], ids=["a folder", "another suffix", "a missing folder", "a trailing slash", "/proc"])
 def test_the_zip_refuses_a_target_it_cannot_write_in_one_line(out, message, tmp_path):
     done = subprocess.run([sys.executable, str(ROOT / "tools" / "gradescope_zip.py"), "--stage", "3",
-                           "--out", out.format(tmp=tmp_path)], capture_output=True, text=True, timeout=60)
+                           "--out", out.format(tmp=tmp_path)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 2 and re.search(message, done.stderr), done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 2  # usage, error
     assert not list(tmp_path.rglob("*.zip*"))

@@ -255,7 +255,7 @@ def test_a_real_process_ends_with_the_message_not_a_traceback(tmp_path, name):
     spoil(tmp_path)
     done = subprocess.run(
         [sys.executable, "-m", "dezero_mini", "train", "--dataset", "mnist",
-         "--data-dir", str(tmp_path)], capture_output=True, text=True, timeout=120)
+         "--data-dir", str(tmp_path)], capture_output=True, text=True, timeout=600)
     assert done.returncode == 2 and done.stdout == ""
     assert "Traceback" not in done.stderr and "MemoryError" not in done.stderr
     assert str(tmp_path / culprit) in done.stderr and re.search(message, done.stderr)

@@ -270,7 +270,7 @@ def test_lite_flags_exist_in_the_installed_jupyterlite():
     import build_lite
 
     done = subprocess.run([str(ROOT / ".venv-lite" / "bin" / "jupyter"), "lite", "build", "--help"],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=600)
     for flag in build_lite.LITE_BUILD_OPTIONS:
         if flag.startswith("--"):
             assert flag in done.stdout, flag
@@ -331,7 +331,7 @@ def _where_the_page_is(page, ending, timeout):
 def test_without_internet_the_preview_says_it_needs_it(chromium_page):
     page, url, asked = chromium_page(cdn_up=False)
     page.goto(url + preview_url("01_leaking_graph").split("/", 1)[1])
-    message = page.wait_for("document.querySelector('#no-internet')?.innerText", timeout=30,
+    message = page.wait_for("document.querySelector('#no-internet')?.innerText", timeout=120,
                             what="the #no-internet message")
     assert "needs internet" in message and "cdn.jsdelivr.net" in message
     assert any("pyodide" in u for u in asked), asked
@@ -342,12 +342,12 @@ def test_without_internet_the_preview_says_it_needs_it(chromium_page):
 def test_with_internet_the_preview_opens_the_lesson(chromium_page):
     page, url, asked = chromium_page(cdn_up=True)
     page.goto(url + preview_url("01_leaking_graph").split("/", 1)[1])
-    _where_the_page_is(page, "/notebooks/index.html?path=notebooks/01_leaking_graph.ipynb", timeout=30)
+    _where_the_page_is(page, "/notebooks/index.html?path=notebooks/01_leaking_graph.ipynb", timeout=120)
     title = build_book.chapter_title(nbformat.read(ROOT / "notebooks" / "01_leaking_graph.ipynb", 4), "")
     # the lesson is open: its title is in the page (its cell, its table of contents)
-    page.wait_for(f"document.body.textContent.includes({json.dumps(title)})", timeout=90,
+    page.wait_for(f"document.body.textContent.includes({json.dumps(title)})", timeout=300,
                   what=f"the lesson's title {title!r}")
-    page.wait_for("!!document.querySelector('.jp-Notebook .jp-Cell')", timeout=30, what="a notebook cell")
+    page.wait_for("!!document.querySelector('.jp-Notebook .jp-Cell')", timeout=120, what="a notebook cell")
 
 
 @needs_lite_tools
@@ -355,7 +355,7 @@ def test_with_internet_the_preview_opens_the_lesson(chromium_page):
 def test_a_start_page_path_off_the_notebooks_is_not_followed(chromium_page):
     page, url, _ = chromium_page(cdn_up=True)
     page.goto(url + "start.html?path=https://example.org/x.ipynb")
-    _where_the_page_is(page, "/notebooks/index.html", timeout=30)
+    _where_the_page_is(page, "/notebooks/index.html", timeout=120)
     assert page.url == url + "notebooks/index.html"
 
 

@@ -767,7 +767,7 @@ def test_leaks_has_help(capsys):
 def test_python_dash_m_dezero_mini_leaks_in_a_subprocess(tmp_path):
     path = training_script(tmp_path, "losses = {}", "losses[i] = loss", batches=8)
     done = subprocess.run([sys.executable, "-m", "dezero_mini", "leaks", str(path)],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 1, done.stderr
     assert "held by losses[" in done.stdout
 
@@ -852,7 +852,7 @@ def test_the_environment_variable_turns_the_warning_on_in_a_new_process(tmp_path
     env = {**__import__("os").environ, "DEZERO_MINI_WARN_LEAKS": "4",
            "PYTHONPATH": str(__import__("pathlib").Path(__file__).parent)}
     done = subprocess.run([sys.executable, str(path)], capture_output=True, text=True,
-                          timeout=120, env=env)
+                          timeout=600, env=env)
     assert done.returncode == 0, done.stderr
     assert "warn_leaks = 4" in done.stdout
     assert done.stderr.count("GraphLeakWarning") == 1

@@ -28,7 +28,7 @@ REFUSED = "is the course's own step01_leaking_graph.py"
 def start(number, folder):
     """``start N FOLDER`` as the learner runs it; the path of the file written."""
     done = subprocess.run([sys.executable, "-m", "dezero_mini", "start", str(number), str(folder)],
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr
     return folder / get_stage(number).file_name
 

@@ -149,6 +149,6 @@ def test_the_check_names_both_spellings_and_passes_missing_paths():
 def test_the_help_names_what_a_command_writes_and_that_no_input_is_one(command, option, inputs):
     """``--help`` lists every file a command writes, each saying what it never is."""
     done = subprocess.run([sys.executable, "-m", "dezero_mini", command, "--help"],
-                          capture_output=True, text=True, timeout=120, env=dict(os.environ, COLUMNS="400"))
+                          capture_output=True, text=True, timeout=600, env=dict(os.environ, COLUMNS="400"))
     line = next(line for line in done.stdout.splitlines() if line.strip().startswith(option + " "))
     assert "never" in line and inputs in line, line

@@ -106,7 +106,7 @@ def test_a_module_of_the_learner_never_runs_silently_in_place_of_the_package(
     command = ([str(SCRIPT)] if entry.endswith("script")
                else [sys.executable, *ENTRIES[entry], "dezero_mini"])
     done = subprocess.run([*command, "graph", "--dot"], cwd=tmp_path, env=environ,
-                          capture_output=True, text=True, timeout=120)
+                          capture_output=True, text=True, timeout=600)
     assert "Traceback" not in done.stderr and "learner's own module" not in done.stderr, \
         done.stderr
     lines = done.stderr.strip().splitlines()

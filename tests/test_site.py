@@ -116,8 +116,10 @@ SEARCH_SCRIPT = ("<script>document.getElementById('searchbar').addEventListener(
                  "    \"<a href='{target}'>found</a>\"; }});</script>")
 
 
-def test_browser_checks_type_into_the_search_and_read_its_results(tmp_path):
+def test_browser_checks_type_into_the_search_and_read_its_results(tmp_path, monkeypatch):
     chromium = _browser_or_skip()
+    # These pages answer at once: "silent" waits the whole limit for its result.
+    monkeypatch.setattr(check_site, "SEARCH_WAIT", 10)
     word = check_site.SEARCH_WORD
     cases = {  # folder: (page body, the problem expected, or None)
         "finds": (SEARCH_BOX + SEARCH_SCRIPT.format(word=word, target="03_weakref.html#x"), None),
@@ -183,13 +185,12 @@ def site():
 
 
 @pytest.mark.xdist_group("site")
-def test_site_links_anchors_and_images(site, capsys):
+def test_site_links_anchors_and_images(site, progress_line):
     start = time.perf_counter()
     problems = check_site.static_problems(site)
     seconds, reused = SECONDS["build"]
-    with capsys.disabled():
-        print(f"\n    book built in {seconds:.1f} s ({reused} notebook runs reused), "
-              f"links checked in {time.perf_counter() - start:.1f} s ", end="")
+    progress_line(f"book built in {seconds:.1f} s ({reused} notebook runs reused), "
+                  f"links checked in {time.perf_counter() - start:.1f} s")
     assert not problems, "\n".join(problems)
 
 
@@ -204,13 +205,12 @@ def test_landing_page_shows_every_stage_with_its_figure(site):
 
 
 @pytest.mark.xdist_group("site")
-def test_site_in_a_browser(site, capsys):
+def test_site_in_a_browser(site, progress_line):
     chromium = _browser_or_skip()
     start = time.perf_counter()
     problems = check_site.browser_problems(site, chromium=chromium, screenshots=SCREENSHOTS,
                                            shoot=("index.html", "03_weakref_outputs.html"))
-    with capsys.disabled():
-        print(f"\n    every page opened in Chromium in {time.perf_counter() - start:.1f} s ", end="")
+    progress_line(f"every page opened in Chromium in {time.perf_counter() - start:.1f} s")
     assert not problems, "\n".join(problems)
 
 

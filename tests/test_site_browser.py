@@ -93,7 +93,7 @@ def browser():
     found, why = site_browser.find_chromium()
     if found is None:
         pytest.skip(why)
-    with Browser(found, timeout=20) as opened:
+    with Browser(found, timeout=120) as opened:  # (only ends a hang; a busy machine is slow)
         yield opened
 
 

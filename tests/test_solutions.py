@@ -58,14 +58,13 @@ def test_every_solutions_file_has_its_lesson():
 
 
 @pytest.mark.parametrize("path, number", _solution_params())
-def test_solution_runs_and_its_checks_pass(path, number, capsys):
+def test_solution_runs_and_its_checks_pass(path, number, progress_line):
     env = dict(os.environ, MPLBACKEND="Agg", PYTHONHASHSEED="0")
     start = time.perf_counter()
     result = subprocess.run([sys.executable, str(path), str(number)], cwd=ROOT, env=env,
                             capture_output=True, text=True, timeout=SOLUTION_TIMEOUT)
     seconds = time.perf_counter() - start
-    with capsys.disabled():
-        print(f"\n    {path.name} exercise {number} ran in {seconds:.1f} s ", end="")
+    progress_line(f"{path.name} exercise {number} ran in {seconds:.1f} s")
     assert result.returncode == 0, (
         f"python solutions/{path.name} {number} failed (exit status {result.returncode}):\n"
         f"{result.stdout[-3000:]}\n{result.stderr[-3000:]}"

@@ -48,6 +48,10 @@ NOT_OPENED = {"print.html", "404.html", "toc.html"}
 # A word that only a chapter of the course has: the search must find it.
 SEARCH_WORD = "weakref"
 SEARCH_RESULT_PAGE = "03_"
+#: Seconds to wait for search results: mdBook loads its index first, which takes
+#: seconds on a busy machine; the wait ends as soon as they are there, so this only
+#: bounds a search that finds nothing.
+SEARCH_WAIT = 60
 
 
 # ------------------------------------------------------------------ no browser
@@ -197,7 +201,7 @@ def _search_problems(page, where):
         hrefs = page.wait_for(f"""(() => {{
           const links = [...document.querySelectorAll({json.dumps(_RESULT_LINKS)})];
           return links.length && links.map(a => a.getAttribute('href') || '');
-        }})()""", timeout=3, what=f"search results for {SEARCH_WORD!r}")
+        }})()""", timeout=SEARCH_WAIT, what=f"search results for {SEARCH_WORD!r}")
     except BrowserTimeout:
         return [f"{where}: searching for {SEARCH_WORD!r} found nothing"]
     if not any(SEARCH_RESULT_PAGE in href for href in hrefs):

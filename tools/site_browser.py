@@ -47,8 +47,9 @@ CHROMIUM_NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrom
 CHROMEDRIVER_PLACES = ("chromedriver", "/usr/lib/chromium/chromedriver", "/usr/lib/chromium-browser/chromedriver")
 INSTALL_HINT = (f"make chromium installs both with apt-get as root; else `sudo apt-get install chromium "
                 f"chromium-driver`, or set {CHROMIUM_ENV} and {CHROMEDRIVER_ENV}")
-#: Seconds that a page load or a condition may take by default.
-DEFAULT_TIMEOUT = 30.0
+#: Seconds that a page load or a condition may take by default: a bound that only ends
+#: a hang (a local page loads in well under a second idle, seconds on a busy machine).
+DEFAULT_TIMEOUT = 120.0
 # A browser that is only a test instrument: no sandbox (the tests run as root in
 # containers), no traffic of its own, no scrollbars (the width of the page is the
 # width of the window, whatever the platform draws).

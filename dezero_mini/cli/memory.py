@@ -3,6 +3,8 @@
 It only drives the instruments of ``dezero_mini.memory`` (the recorder and
 the plot) the way the notebooks do, and prints what a learner should look at.
 """
+import sys
+
 from dezero_mini.arguments import STAGE_NUMBERS, output_file, positive_int, stage_modules
 from dezero_mini.atomic import atomic_write, output_target_problem
 from dezero_mini.cli.guard import format_size, machine_memory
@@ -10,7 +12,7 @@ from dezero_mini.cli.options import command_parser, refuse_to_overwrite_inputs
 from dezero_mini.environment import import_matplotlib
 from dezero_mini.memory import load_stage, plot_training, record_training, stage_label
 from dezero_mini.memory.recorder import RECORD_BYTES_PER_BATCH
-from dezero_mini.progress import ProgressLine
+from dezero_mini.progress import progress_bar
 
 #: The stages that ``memory`` compares when none is named: the first stage
 #: of the course against the finished framework.
@@ -46,10 +48,12 @@ def run_memory(args):
     records = []
     for module, csv_path in zip(modules, csv_paths):
         print(f"recording {stage_label(module)}: {args.batches} batches ...", flush=True)
-        progress = ProgressLine()
-        record = record_training(module, args.batches, gc_enabled=args.gc,
-                                 on_batch=batch_progress(progress))
-        progress.close()
+        # On a terminal, a bar of the batches (gone when the stage's report is printed);
+        # in a pipe or a log, a plain line at each quarter of the run instead.
+        with progress_bar(args.batches, f"  {stage_label(module)}", stream=sys.stdout,
+                          unit="batch") as bar:
+            record = record_training(module, args.batches, gc_enabled=args.gc,
+                                     on_batch=batch_progress(bar))
         registry = getattr(module, "REGISTRY", None)
         if registry is not None:
             # Stage 01 remembers every object it made: forget them, as the
@@ -67,18 +71,18 @@ def run_memory(args):
     return 0
 
 
-def batch_progress(progress):
-    """The recorder's ``on_batch`` for a ProgressLine: on a terminal, the line
-    ``  batch 57/200`` redrawn as the batches go; elsewhere (a log), a plain
-    line at each quarter of the run, so that a long run is never silent."""
-
+def batch_progress(bar, stream=None):
+    """The recorder's ``on_batch`` for a ``progress_bar``: on a terminal the bar
+    moves on a batch; where it is not drawn (a pipe, a log), the line
+    ``  batch 50/200`` is printed at each quarter of the run, so that a long
+    run is never silent."""
     def on_batch(done, batches):
-        text = f"  batch {done}/{batches}"
+        if not bar.disable:
+            bar.update(done - bar.n)
+            return
         quarter = max(1, batches // 4)
         if done % quarter == 0 or done == batches:
-            progress.step_done(text)
-        else:
-            progress.update(lambda: text)
+            print(f"  batch {done}/{batches}", file=stream or sys.stdout, flush=True)
 
     return on_batch
 

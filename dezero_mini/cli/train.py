@@ -4,7 +4,7 @@ The loop is DeZero's classic one (``model(x)``, a loss, ``cleargrads``,
 ``backward``, ``optimizer.update()``), with one thing to notice: a batch
 returns plain floats, never the loss Variable. Keeping ``loss`` (or adding
 it up, ``total_loss += loss``) would keep that batch's whole graph alive,
-and the live-object count of the progress line would grow instead of
+and the live-object count that it shows each epoch would grow instead of
 staying flat.
 """
 import argparse
@@ -30,7 +30,7 @@ from dezero_mini.memory import count_live_objects
 from dezero_mini.memory.probes import tracing
 from dezero_mini.memory.refgraph import format_bytes
 from dezero_mini.models import MLP
-from dezero_mini.progress import ProgressLine
+from dezero_mini.progress import progress_bar
 
 ACTIVATIONS = {"relu": F.relu, "sigmoid": F.sigmoid, "tanh": F.tanh}
 OPTIMIZERS = {
@@ -227,8 +227,13 @@ class Totals:
         return text + f"  acc {self.accuracy:6.1%}" if self.classify else text
 
 
+# The bar of train on a terminal: short (no counts, no rate), so that the epoch's loss,
+# accuracy and memory fit beside it on 80 columns.
+TRAIN_BAR = "{desc} |{bar:8}| {remaining} left{postfix}"
+
+
 def memory_text():
-    """The memory now, short enough for a progress line: ``live`` Variables
+    """The memory now, short enough for a progress bar: ``live`` Variables
     and Functions of the framework, and the bytes ``traced`` by tracemalloc."""
     live = count_live_objects(dezero_mini)["total"]
     current, _ = tracemalloc.get_traced_memory()
@@ -261,25 +266,38 @@ def train(task, train_set, test_set=None, *, epochs=None, batch_size=None, hidde
           f"random seed {seed}", file=stream)
     print("memory: live = framework Variables+Functions alive; "
           "traced = bytes held by Python and NumPy (tracemalloc)", file=stream)
-    progress = ProgressLine(stream)
+    # On a terminal, a bar of the batches with the running epoch's loss and the memory; in
+    # a pipe or a log, a plain line per epoch instead (progress_bar draws nothing there).
+    bar = progress_bar(epochs * loader.max_iter, f"epoch 1/{epochs}", stream=stream,
+                       report=stream, unit="batch", leave=True, bar_format=TRAIN_BAR)
     # Overflow and invalid values are not warned about, from lines of the
     # framework that are not the user's fault: a loss that is not finite
     # stops the run instead, with the batch and the learning rate.
     with tracing(), np.errstate(over="ignore", invalid="ignore"):
         started = time.perf_counter()
-        for epoch in range(1, epochs + 1):
-            totals = Totals()
-            head = f"epoch {epoch:>{len(str(epochs))}}/{epochs}"
-            for x, t in loader:
-                loss, hits = train_batch(model, updater, task, x, t)
-                if not np.isfinite(loss):
-                    progress.close()
-                    raise TrainingDiverged(loss, f"at epoch {epoch}, batch {totals.batches + 1}",
-                                           lr)
-                totals.add(loss, hits, len(x))
-                progress.update(lambda: _progress_text(head, totals, loader.max_iter))
-            progress.step_done(_progress_text(head, totals, loader.max_iter))
-        progress.close()
+        memory = memory_text()
+        with bar:
+            for epoch in range(1, epochs + 1):
+                totals = Totals()
+                head = f"epoch {epoch:>{len(str(epochs))}}/{epochs}"
+                bar.set_description_str(head, refresh=False)
+                for x, t in loader:
+                    loss, hits = train_batch(model, updater, task, x, t)
+                    if not np.isfinite(loss):
+                        where = f"at epoch {epoch}, batch {totals.batches + 1}"
+                        raise TrainingDiverged(loss, where, lr)
+                    totals.add(loss, hits, len(x))
+                    if not bar.disable:
+                        bar.set_postfix_str(_bar_text(totals, memory), refresh=False)
+                        bar.update(1)
+                # The memory is measured once an epoch (counting the live objects walks
+                # the collector's lists): flat from one epoch to the next.
+                memory = memory_text()
+                if bar.disable:
+                    print(_progress_text(head, totals, loader.max_iter, memory), file=stream,
+                          flush=True)
+                else:
+                    bar.set_postfix_str(_bar_text(totals, memory))
         results = {"seconds": time.perf_counter() - started, "epochs": epochs,
                    "batches": epochs * loader.max_iter, "samples": len(train_set),
                    "test_samples": len(test_set) if test_set is not None else None,
@@ -317,10 +335,18 @@ def print_summary(results, stream):
           file=stream)
 
 
-def _progress_text(head, totals, batches_per_epoch):
+def _progress_text(head, totals, batches_per_epoch, memory):
+    """The line of a finished epoch where no bar is drawn: ``epoch  3/100  batch 10/10
+    loss 0.1234  acc  95.0%  live 12  traced 45.6 KiB``."""
     width = len(str(batches_per_epoch))
     return (f"{head}  batch {totals.batches:>{width}}/{batches_per_epoch}  "
-            f"{totals.text()}  {memory_text()}")
+            f"{totals.text()}  {memory}")
+
+
+def _bar_text(totals, memory):
+    """The end of the bar, single-spaced to fit 80 columns with it:
+    ``loss 0.0684 acc 98.7% live 12 traced 1.3 MiB``."""
+    return " ".join(f"{totals.text()} {memory}".split())
 
 
 def _result_text(loss, accuracy):
