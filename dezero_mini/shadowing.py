@@ -189,10 +189,31 @@ def learner_files_named_like(folder, names):
 
 
 def modules_used(modules=None):
-    """The top-level names of the modules the command line imports: those
-    loaded now, and :data:`DEPENDENCIES` (some are loaded only when used)."""
+    """The top-level names of the modules the command line imports: the
+    package, :data:`DEPENDENCIES` (some are loaded only when used), and those
+    loaded now that come with Python or its installed packages (built in, or
+    from a file under the interpreter's prefixes). A module loaded from
+    anywhere else (a stage file a test or a notebook imported, a learner's
+    script) is the learner's own, not one the commands need."""
     modules = sys.modules if modules is None else modules
-    return {name.partition(".")[0] for name in modules} | set(DEPENDENCIES)
+    names = {PACKAGE, *DEPENDENCIES}
+    homes = _installation_folders()
+    for name, module in list(modules.items()):
+        top = name.partition(".")[0]
+        if top in names:
+            continue
+        path = getattr(module, "__file__", None)
+        if not isinstance(path, str) or os.path.normpath(path).startswith(homes):
+            names.add(top)
+    return names
+
+
+def _installation_folders():
+    """The folders Python and its packages are installed under (each with a
+    trailing separator), as given and as their real paths."""
+    prefixes = {sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix}
+    folders = {os.path.normpath(p) for p in prefixes} | {os.path.realpath(p) for p in prefixes}
+    return tuple(os.path.join(folder, "") for folder in folders)
 
 
 def imported_from(folder, modules=None):

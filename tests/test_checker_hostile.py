@@ -495,9 +495,11 @@ def test_modules_beside_the_file_change_nothing(isolated, tmp_path):
     imported = sorted(p.name for p in tmp_path.glob("IMPORTED_*"))
     if not isolated:
         # A dezero_mini/ package in the current folder is what `python -m
-        # dezero_mini` runs: nothing in the real package can stop that (the
-        # lab chapter says to grade with `python -I -m`). The others change nothing.
-        assert imported == ["IMPORTED_dezero_mini"] and done.returncode == 0
+        # dezero_mini` would run: the installation's guard (dezero_mini/shadowing.py,
+        # run from a .pth line before python -m adds the folder) refuses it in one
+        # line, and nothing of the folder is imported. Graders still run `python -I -m`.
+        assert imported == [] and done.returncode == 2, done.stderr
+        assert "stands in for the dezero_mini package" in done.stderr, done.stderr
         return
     assert imported == [], done.stderr
     report = json.loads(done.stdout)

@@ -224,3 +224,23 @@ def test_ctrl_c_before_the_package_is_one_line_only_for_the_command_line(
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+def test_modules_loaded_from_outside_the_installation_are_not_the_commands_modules(tmp_path):
+    """What the process has imported from elsewhere (a stage file that a test,
+    a notebook or ``progress`` loaded; a learner's script) is not a module the
+    commands need: ``start`` must still write a stage file of that name, and a
+    learner's file of that name is not warned about."""
+    own = tmp_path / "step10_checkpointing.py"
+    own.write_text("X = 1\n")
+    fake_module = type(sys)("step10_checkpointing")
+    fake_module.__file__ = str(own)
+    loaded = dict(sys.modules, step10_checkpointing=fake_module)
+    assert "step10_checkpointing" not in shadowing.modules_used(loaded)
+    assert {"json", "numpy", "dezero_mini", "gc"} <= shadowing.modules_used(loaded)
+    sys.modules["step10_checkpointing"] = fake_module
+    try:
+        assert module_name_problem("step10_checkpointing.py") is None
+        assert module_name_problem("numpy.py") is not None
+    finally:
+        del sys.modules["step10_checkpointing"]
