@@ -67,9 +67,10 @@ def output_target_problem(path, suffixes=()):
 
     The families of bad targets: no name before the suffix, another suffix,
     a name that ends in a separator (``w.npz/`` names a folder), a name
-    longer than the folder takes, a folder, a symbolic link to nothing or to
-    something no write can replace (the write goes through a link, so the
-    link's target is what is judged), a pipe or a device, a folder that does
+    longer than the folder takes, a folder, a symbolic link to nothing, to
+    something no write can replace or (with ``suffixes``) to an existing file
+    of another kind (the write goes through a link, so the link's target is
+    what is judged), a pipe or a device, a folder that does
     not exist or is a file, a file that exists and may not be written, a
     folder that the user may not write to or that takes no new file (a
     read-only file system, ``/proc``: a file is made there and removed, as
@@ -130,6 +131,11 @@ def _target_problem(given, path, suffixes):
         if what is not None:
             return (f"{given!r} is a link to {str(real)!r}, which {what}; give the name of "
                     "a file to write")
+        if suffixes and real.exists() and real.suffix.lower() not in suffixes:
+            # graph --out g.svg, a link to the learner's step file, replaced the step file
+            return (f"{given!r} is a link to {str(real)!r}, a file of another kind (not "
+                    f"{' or '.join(suffixes)}), which the write would replace; remove the "
+                    "link or give another name")
         path = real
     elif os.path.lexists(path):
         what = not_a_file(path)

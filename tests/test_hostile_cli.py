@@ -47,6 +47,10 @@ def place(tmp_path, monkeypatch):
     (tmp_path / "dangling.npz").symlink_to(tmp_path / "nowhere" / "w.npz")
     (tmp_path / "looping.svg").symlink_to("looping.svg")
     (tmp_path / "to_a_folder.npz").symlink_to("dir.npz")
+    # a link with the output's suffix to a file of another kind: the learner's step file
+    (tmp_path / "my_step.py").write_text("# the learner's work\n")
+    for name in ("to_my_step.svg", "to_my_step.npz", "to_my_step.csv", "to_my_step.png"):
+        (tmp_path / name).symlink_to("my_step.py")
     if hasattr(os, "mkfifo"):
         os.mkfifo(tmp_path / "pipe.npz")
         os.mkfifo(tmp_path / "pipe.csv")
@@ -92,6 +96,10 @@ BAD_TARGETS = [
     ([*TRAIN, "--save", "dangling.npz"], 2, ["--save", "'dangling.npz' is a link to nothing"]),
     (["graph", "--out", "looping.svg"], 2, ["--out", "'looping.svg' is a link to nothing"]),
     ([*TRAIN, "--save", "to_a_folder.npz"], 2, ["--save", "'to_a_folder.npz' is a folder"]),
+    (["graph", "--out", "to_my_step.svg"], 2, ["--out", "my_step.py", "a file of another kind"]),
+    ([*TRAIN, "--save", "to_my_step.npz"], 2, ["--save", "my_step.py", "a file of another kind"]),
+    ([*MEMORY, "--csv", "to_my_step.csv"], 2, ["--csv", "my_step.py", "a file of another kind"]),
+    ([*MEMORY, "--out", "to_my_step.png"], 2, ["--out", "my_step.py", "a file of another kind"]),
     # a pipe or a device named directly
     *([([*TRAIN, "--save", "pipe.npz"], 2,
         ["--save", "'pipe.npz' is not a regular file (a pipe or a device)"]),
