@@ -23,6 +23,11 @@ the command line itself looks before and after its imports
 takes the current folder off ``sys.path``, so there such a file is only
 named, in one warning line, since the learner's own scripts would import it.
 
+The same guard makes Ctrl-C during the command's start one line and exit
+130 (:func:`end_the_start_interrupted`), until the command line takes it
+over; the package's first lines use the same handler where the guard did
+not run.
+
 This module imports only the standard library: it runs before the package.
 """
 import os
@@ -52,21 +57,39 @@ PTH_NAME = "00-dezero_mini-guard.pth"  # first of its folder's .pth files: guard
 EXIT_USAGE = 2
 
 
+def start_words(orig_argv):
+    """How the interpreter was started, from its own arguments (``sys.orig_argv``):
+    ``(module, script, words)``: the module that ``python -m MODULE`` runs (or
+    None), else the script it runs (or None: ``-c``, standard input, no
+    argument), and the words that follow either. Options of the interpreter
+    are passed over, grouped ones too (``-Im dezero_mini``, ``-X dev``)."""
+    words = list(orig_argv)[1:]  # [0]: the interpreter
+    index = 0
+    while index < len(words):
+        word = words[index]
+        index += 1
+        if word == "-" or not word.startswith("-"):
+            return (None, None if word == "-" else word, words[index:])
+        if word.startswith("--"):
+            if word == "--check-hash-based-pycs":
+                index += 1  # its value
+            continue
+        for position, letter in enumerate(word[1:], start=2):
+            if letter in "mc":  # the module or the command: the rest of the word, or the next
+                value = word[position:] or (words[index] if index < len(words) else None)
+                rest = words[index:] if word[position:] else words[index + 1:]
+                return (value, None, rest) if letter == "m" else (None, None, rest)
+            if letter in "XW":  # an option with a value: the rest of the word, or the next
+                if not word[position:]:
+                    index += 1
+                break
+    return (None, None, [])
+
+
 def module_run_with_m(orig_argv):
     """The module that ``python -m MODULE`` runs, from the interpreter's own
     arguments (``sys.orig_argv``), or None when the process was not started so."""
-    words = iter(orig_argv)
-    next(words, None)  # the interpreter
-    for word in words:
-        if word == "-m":
-            return next(words, None)
-        if word.startswith("-m"):
-            return word[2:]
-        if word in ("-c", "-") or not word.startswith("-"):
-            return None  # a command, stdin or a script comes first
-        if word in ("-X", "-W", "--check-hash-based-pycs"):
-            next(words, None)  # their value
-    return None
+    return start_words(orig_argv)[0]
 
 
 def adds_current_folder(flags=None):
@@ -126,13 +149,13 @@ def search_path_at_start(orig_argv, flags=None, folder=None):
     ``PYTHONPATH``), after the current folder for ``python -m dezero_mini...``
     and after the script's folder for the installed script; None when the
     process does not run dezero_mini's command line."""
-    module = module_run_with_m(orig_argv)
+    module, script, _ = start_words(orig_argv)
     if module is not None:
         if module.split(".")[0] != PACKAGE:
             return None
         first = [folder or os.getcwd()] if adds_current_folder(flags) else []
-    elif len(orig_argv) > 1 and os.path.basename(orig_argv[1]) == PACKAGE:
-        first = [os.path.dirname(os.path.abspath(orig_argv[1]))]  # the script's folder
+    elif script is not None and os.path.basename(script) == PACKAGE:
+        first = [os.path.dirname(os.path.abspath(script))]  # the script's folder
     else:
         return None
     return first + [entry for entry in sys.path if entry not in first]
@@ -266,32 +289,95 @@ def shadowing_warning(folder, modules=None):
             f"{'them' if many else 'it'} (e.g. my_{found[0]})")
 
 
-def _interrupted_before_the_package(signum, frame):
-    """Ctrl-C between Python's start and the package's own handler
-    (:func:`dezero_mini.startup.stop_quietly_on_interrupt`, which replaces
-    this one): inside ``site`` a KeyboardInterrupt is a fatal error of
-    Python's start, and while ``python -m`` looks for the package, a
-    traceback from runpy. End as the command line ends when interrupted."""
+# --- Ctrl-C while the command starts ----------------------------------------------------
+#: The exit status of a command stopped with Ctrl-C (128 + SIGINT), as shells report it.
+EXIT_INTERRUPTED = 130
+#: What marks :func:`end_the_start_interrupted`, in whichever copy of this file
+#: it was defined: the one that ``00-dezero_mini-guard.pth`` runs by its path at
+#: Python's start, or the package's module, imported later (two function objects).
+START_HANDLER_MARK = "ends_the_start_of_dezero_mini"
+
+
+def command_called(orig_argv=None):
+    """How the command being started calls itself in its messages, from the
+    interpreter's arguments: ``python -m dezero_mini train`` or
+    ``dezero_mini train`` (the installed script); its first word only when
+    that is no option (``dezero_mini --version``: ``dezero_mini``)."""
+    orig_argv = getattr(sys, "orig_argv", []) if orig_argv is None else orig_argv
+    module, _, words = start_words(orig_argv)
+    program = f"python -m {PACKAGE}" if module is not None else PACKAGE
+    return " ".join([program, *[word for word in words[:1] if not word.startswith("-")]])
+
+
+def interrupted_line(command):
+    """The one line of a command stopped with Ctrl-C, at any moment of its life."""
+    return f"{command}: interrupted"
+
+
+def end_the_start_interrupted(signum, frame):
+    """SIGINT's handler from Python's start (set by the guard of
+    ``00-dezero_mini-guard.pth``, else by the package's first lines) until
+    the command line takes Ctrl-C over as a KeyboardInterrupt
+    (:func:`hand_interrupts_back`): one line and exit 130, wherever the
+    start is. ``os._exit``: inside ``site`` an exception is a fatal error of
+    Python's start, in ``python -m``'s search for the package a traceback
+    from runpy, in the package's imports a traceback from NumPy; and there
+    is nothing to clean up yet."""
     try:
-        print("\ndezero_mini: interrupted", file=sys.stderr, flush=True)
+        if sys.stderr is not None:  # (none with 2>&-)
+            print(f"\n{interrupted_line(command_called())}", file=sys.stderr, flush=True)
+    except (OSError, ValueError):
+        pass
     finally:
-        os._exit(130)
+        os._exit(EXIT_INTERRUPTED)
+
+
+setattr(end_the_start_interrupted, START_HANDLER_MARK, True)
+
+
+def is_start_handler(handler):
+    """Whether ``handler`` (``signal.getsignal(SIGINT)``) is
+    :func:`end_the_start_interrupted`, from either copy of this file."""
+    return getattr(handler, START_HANDLER_MARK, False) is True
+
+
+def end_the_start_on_interrupt():
+    """From now until :func:`hand_interrupts_back`, Ctrl-C ends the command's
+    start with one line (:func:`end_the_start_interrupted`). Only where SIGINT
+    has Python's own handler, in the main thread: a shell that starts the
+    command in the background ignores SIGINT, and that stays so; a handler
+    set already (by the guard at Python's start) stays too."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, end_the_start_interrupted)
+
+
+def hand_interrupts_back():
+    """Ctrl-C raises KeyboardInterrupt again, for the command line to handle
+    (:func:`dezero_mini.cli.program.main`); a no-op unless the start's handler is set."""
+    import signal
+    import threading
+
+    if (threading.current_thread() is threading.main_thread()
+            and is_start_handler(signal.getsignal(signal.SIGINT))):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def guard_at_start(orig_argv=None):
     """What ``00-dezero_mini-guard.pth`` runs when the process is dezero_mini's
     command line (``python -m dezero_mini``, the installed script): Ctrl-C
-    ends it in one line from here on, until the package takes over; then
-    :func:`refuse_a_stand_in`. (Any other start that names dezero_mini, such
+    ends its start in one line from here on (:func:`end_the_start_on_interrupt`);
+    then :func:`refuse_a_stand_in`. (Any other start that names dezero_mini, such
     as ``python -m dezero_mini.contracts.worker``, is left as it is.)"""
-    import signal
-
     orig_argv = getattr(sys, "orig_argv", []) if orig_argv is None else orig_argv
-    module = module_run_with_m(orig_argv)
-    command = module == PACKAGE or (module is None and len(orig_argv) > 1
-                                    and os.path.basename(orig_argv[1]) == PACKAGE)
-    if command and signal.getsignal(signal.SIGINT) is signal.default_int_handler:
-        signal.signal(signal.SIGINT, _interrupted_before_the_package)
+    module, script, _ = start_words(orig_argv)
+    if module == PACKAGE or (module is None and script is not None
+                             and os.path.basename(script) == PACKAGE):
+        end_the_start_on_interrupt()
     refuse_a_stand_in(orig_argv)
 
 

@@ -19,14 +19,13 @@ A library import (``import dezero_mini`` in a script or a notebook) is left
 alone: there Python's own behaviour is what the caller expects.
 """
 import os
-import signal
 import sys
 
 from dezero_mini import shadowing
 from dezero_mini.environment import SettingError, check_settings
 
 #: The exit status of a command stopped with Ctrl-C (128 + SIGINT), as shells report it.
-EXIT_INTERRUPTED = 130
+EXIT_INTERRUPTED = shadowing.EXIT_INTERRUPTED
 #: The exit status of a command that cannot start with what it was given.
 EXIT_USAGE = 2
 #: The name the installed script has (``[project.scripts]`` of pyproject.toml).
@@ -53,18 +52,10 @@ def started_as_command(argv=None, main_module=None, orig_argv=None):
             and os.path.basename(argv[0]) == SCRIPT_NAME)
 
 
-def command_name(argv=None):
+def command_name():
     """``python -m dezero_mini train`` or ``dezero_mini train``: how the
-    command being started calls itself in its messages."""
-    argv = sys.argv if argv is None else argv
-    program = "python -m dezero_mini" if argv[:1] == ["-m"] else SCRIPT_NAME
-    words = [word for word in argv[1:2] if not word.startswith("-")]
-    return " ".join([program, *words])
-
-
-def _interrupted_while_starting(signum, frame):
-    say(f"\n{command_name()}: interrupted")
-    raise SystemExit(EXIT_INTERRUPTED)
+    command being started calls itself in its messages (:func:`shadowing.command_called`)."""
+    return shadowing.command_called()
 
 
 def say(line):
@@ -77,23 +68,18 @@ def say(line):
 
 
 def stop_quietly_on_interrupt():
-    """Until the command line takes over (:func:`dezero_mini.cli.guard`), a
-    Ctrl-C ends the process with one line and exit 130: SystemExit leaves
-    any import without a traceback. Only in the main thread, and only when
-    SIGINT has Python's own handler (or the one the installation's guard
-    set at Python's start, which it replaces) (a shell that starts the command in the
-    background ignores SIGINT: that stays so)."""
-    handler = signal.getsignal(signal.SIGINT)
-    if handler is signal.default_int_handler or getattr(handler, "__name__", "") == \
-            "_interrupted_before_the_package":  # the installation's guard (shadowing.py)
-        signal.signal(signal.SIGINT, _interrupted_while_starting)
+    """Until the command line takes over (:func:`interrupts_raise`), a Ctrl-C
+    ends the process with one line and exit 130: the handler that the
+    installation's guard set at Python's start, or, where it did not run
+    (``python -S``, a package found through ``PYTHONPATH``), the same one set
+    now (:func:`dezero_mini.shadowing.end_the_start_on_interrupt`)."""
+    shadowing.end_the_start_on_interrupt()
 
 
 def interrupts_raise():
     """Hand Ctrl-C back to Python (KeyboardInterrupt) once the command line
-    can handle it; a no-op unless :func:`stop_quietly_on_interrupt` set its handler."""
-    if signal.getsignal(signal.SIGINT) is _interrupted_while_starting:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    can handle it; a no-op unless the start's handler is set."""
+    shadowing.hand_interrupts_back()
 
 
 def current_folder():

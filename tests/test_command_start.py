@@ -106,6 +106,80 @@ def _name(entry):
     return "python -m dezero_mini" if entry == "-m" else "dezero_mini"
 
 
+# --- Ctrl-C at each stage of the start, and after ------------------------------------------
+#: A sitecustomize.py (found on PYTHONPATH, imported at the end of ``site``)
+#: that says "paused" on stderr and sleeps at one moment of the start, where
+#: the test's SIGINT then lands. ``{when}`` picks the moment.
+PAUSE = """import argparse, sys, time
+
+def pause():
+    sys.stderr.write("paused\\n")
+    sys.stderr.flush()
+    time.sleep(120)
+
+class PauseAt:
+    \"\"\"Pauses when the module NAME is first looked for.\"\"\"
+    def __init__(self, name):
+        self.name = name
+    def find_spec(self, name, path=None, target=None):
+        if name == self.name:
+            sys.meta_path.remove(self)
+            pause()
+        return None
+
+when = {when!r}
+if when == "site":
+    pause()
+elif when == "arguments":
+    read = argparse.ArgumentParser.parse_known_args
+    def paused(self, *args, **kwargs):
+        argparse.ArgumentParser.parse_known_args = read
+        pause()
+        return read(self, *args, **kwargs)
+    argparse.ArgumentParser.parse_known_args = paused
+else:
+    sys.meta_path.insert(0, PauseAt(when))
+"""
+#: (the moment, what pauses there): from the guard's .pth in ``site`` to the work.
+START_STAGES = [
+    ("inside site, after the installation's guard", "site"),
+    ("python -m looking for the package", "dezero_mini"),
+    ("the package importing NumPy", "numpy"),
+    ("the command line reading its arguments", "arguments"),
+    ("the command at work (Matplotlib imported for the plot)", "matplotlib"),
+]
+
+
+@pytest.mark.parametrize("entry", ENTRIES)
+@pytest.mark.parametrize("stage, when", START_STAGES, ids=[s for s, _ in START_STAGES])
+def test_ctrl_c_at_each_stage_of_the_start_is_one_line_and_130(tmp_path, stage, when, entry):
+    """Two handlers once ended the start (the guard's, then the package's,
+    which knew the first by its function's name) with two different lines:
+    one definition now, and the command line's own except after it."""
+    if entry == "script" and not SCRIPT.exists():
+        pytest.skip("the dezero_mini script is not installed beside this Python")
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(PAUSE.format(when=when))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(hooks), *filter(None, [os.environ.get("PYTHONPATH")])]), MPLBACKEND="agg")
+    argv = ["memory", "--stage", "3", "--batches", "2", "--out", "m.png"]
+    process = subprocess.Popen([*ENTRIES[entry], *argv], cwd=tmp_path, env=env,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=hear_sigint)
+    try:
+        assert process.stderr.readline() == "paused\n"
+        process.send_signal(signal.SIGINT)
+        rest = process.stderr.read()
+        assert process.wait(timeout=300) == 130  # (the bound only ends a hang)
+    finally:
+        process.kill()
+        process.wait()
+    assert "Traceback" not in rest and "KeyboardInterrupt" not in rest, rest
+    assert [line for line in rest.splitlines() if line] == [f"{_name(entry)} memory: interrupted"]
+    assert not (tmp_path / "m.png").exists()
+
+
 # --- The environment, the current folder --------------------------------------------------
 SETTINGS = [
     ({"DEZERO_MINI_WARN_LEAKS": "often"}, ["train", "--epochs", "1"], "DEZERO_MINI_WARN_LEAKS"),

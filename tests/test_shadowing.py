@@ -206,24 +206,45 @@ def test_start_names_the_modules_of_the_learner_in_the_folder_it_writes_into(tmp
 def test_ctrl_c_before_the_package_is_one_line_only_for_the_command_line(
         tmp_path, monkeypatch, argv, handles):
     """The guard runs inside ``site``, where a KeyboardInterrupt is a fatal
-    error of Python's start: for the command line it ends Ctrl-C in one line
-    until the package's own handler replaces it (startup.stop_quietly_on_interrupt)."""
+    error of Python's start: for the command line it sets the start's one
+    handler, from its own copy of shadowing.py (run by its path, as the .pth
+    line does); the package's start keeps that handler (the same definition,
+    another function object), and the command line hands Ctrl-C back."""
+    import runpy
     import signal
 
     from dezero_mini import startup
 
     monkeypatch.chdir(tmp_path)
+    guard = runpy.run_path(shadowing.__file__, run_name="a copy, as the .pth runs it")
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
-        shadowing.guard_at_start(argv)
+        guard["guard_at_start"](argv)
         handler = signal.getsignal(signal.SIGINT)
-        assert (handler is shadowing._interrupted_before_the_package) is handles
-        startup.stop_quietly_on_interrupt()
-        assert signal.getsignal(signal.SIGINT) is startup._interrupted_while_starting
-        startup.interrupts_raise()
+        assert (handler is guard["end_the_start_interrupted"]) is handles
+        assert handler is not shadowing.end_the_start_interrupted
+        startup.stop_quietly_on_interrupt()  # the package's first lines
+        expected = handler if handles else shadowing.end_the_start_interrupted
+        assert signal.getsignal(signal.SIGINT) is expected
+        startup.interrupts_raise()  # the command line takes over
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
     finally:
         signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.parametrize("orig_argv, called", [
+    (["python", "-m", "dezero_mini", "train", "--epochs", "2"], "python -m dezero_mini train"),
+    (["python", "-Im", "dezero_mini", "check", "3", "f.py"], "python -m dezero_mini check"),
+    (["python", "-X", "dev", "-mdezero_mini", "graph"], "python -m dezero_mini graph"),
+    (["python", "-m", "dezero_mini", "--version"], "python -m dezero_mini"),
+    (["python", "-m", "dezero_mini"], "python -m dezero_mini"),
+    (["/v/bin/python", "/v/bin/dezero_mini", "start", "1"], "dezero_mini start"),
+    (["/v/bin/python", "-I", "/v/bin/dezero_mini", "leaks", "t.py"], "dezero_mini leaks"),
+    (["/v/bin/python", "/v/bin/dezero_mini", "-h"], "dezero_mini"),
+])
+def test_the_command_calls_itself_as_it_was_started(orig_argv, called):
+    """One name in every message of the start, the Ctrl-C line included."""
+    assert shadowing.command_called(orig_argv) == called
 
 
 def test_modules_loaded_from_outside_the_installation_are_not_the_commands_modules(tmp_path):

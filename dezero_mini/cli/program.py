@@ -113,8 +113,8 @@ def main(argv=None, prog="dezero_mini"):
               file=sys.stderr)
         return 1
     except KeyboardInterrupt:
-        print(f"\n{command}: interrupted", file=sys.stderr)
-        return 130
+        print(f"\n{shadowing.interrupted_line(command)}", file=sys.stderr)
+        return shadowing.EXIT_INTERRUPTED
     except Terminated:
         print(f"\n{command}: terminated (SIGTERM)", file=sys.stderr)
         return EXIT_SIGTERM
