@@ -11,7 +11,7 @@ import argparse
 import math
 from pathlib import Path
 
-from dezero_mini.atomic import output_target_problem
+from dezero_mini.atomic import leads_to_a_file, output_target_problem
 from dezero_mini.contracts import get_stage, stages
 from dezero_mini.contracts.scoring import Weights, WeightsError
 from dezero_mini.memory import STAGES, load_stage
@@ -136,14 +136,21 @@ def weights_file(text):
 def output_file(*suffixes):
     """An argument type for a file to write, as a Path: checked when the
     arguments are read, before any long run (:func:`atomic.output_target_problem`);
-    its name must end in one of ``suffixes`` when any are given."""
+    its name must end in one of ``suffixes`` when any are given (kept as
+    ``.suffixes`` of the type, for the command's own check).
+
+    A name that leads to an existing file may be one of the command's
+    inputs, which only the command knows once every argument is read: that
+    one is judged there, with them (``cli.options.refuse_to_overwrite_inputs``),
+    so that "which this command reads" is said rather than a lesser reason."""
 
     def convert(text):
         problem = output_target_problem(text, suffixes)
-        if problem is not None:
+        if problem is not None and not leads_to_a_file(text):
             raise argparse.ArgumentTypeError(problem)
         return Path(text)
 
+    convert.suffixes = suffixes
     return convert
 
 

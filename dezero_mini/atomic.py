@@ -60,28 +60,46 @@ def temporary_prefix(path):
     return f".{name}."
 
 
-def output_target_problem(path, suffixes=()):
+def output_target_problem(path, suffixes=(), inputs=()):
     """Why no file can be written at ``path``, as a sentence that names the
-    path and the fix; None when one can. With ``suffixes`` (``".npz"``, ...)
-    the name must end in one of them.
+    path and the fix; None when one can: the one check of a command's output.
+    With ``suffixes`` (``".npz"``, ...) the name must end in one of them;
+    ``inputs`` are the ``(what, path)`` pairs of the files the same command
+    reads (``("the submission", path)``; a path of None is left out).
 
-    The families of bad targets: no name before the suffix, another suffix,
-    a name that ends in a separator (``w.npz/`` names a folder), a name
-    longer than the folder takes, a folder, a symbolic link to nothing, to
-    something no write can replace or (with ``suffixes``) to an existing file
-    of another kind (the write goes through a link, so the link's target is
-    what is judged), a pipe or a device, a folder that does
-    not exist or is a file, a file that exists and may not be written, a
-    folder that the user may not write to or that takes no new file (a
-    read-only file system, ``/proc``: a file is made there and removed, as
-    :func:`atomic_write` will need to).
+    The most precise reason is given, in this order: the output is, or is a
+    link to, one of the inputs (:func:`input_overwrite_problem`: "... which
+    this command reads"); then the families of bad targets: no name before
+    the suffix, another suffix, a name that ends in a separator (``w.npz/``
+    names a folder), a name longer than the folder takes, a folder, a
+    symbolic link to nothing, to something no write can replace or (with
+    ``suffixes``) to an existing file of another kind (the write goes
+    through a link, so the link's target is what is judged), a pipe or a
+    device, a folder that does not exist or is a file, a file that exists
+    and may not be written, a folder that the user may not write to or that
+    takes no new file (a read-only file system, ``/proc``: a file is made
+    there and removed, as :func:`atomic_write` will need to).
     """
     given = os.fspath(path)
+    problem = input_overwrite_problem(given, inputs)
+    if problem is not None:
+        return problem
     try:
         return _target_problem(given, Path(given), suffixes)
     except OSError as error:  # a path the system refuses to look at (too long, ...)
         return (f"{given!r} cannot be used as a file name ({error.strerror or error}); "
                 "choose another name")
+
+
+def leads_to_a_file(path):
+    """Whether ``path`` names an existing regular file, itself or through a
+    link: what might be one of a command's inputs, so that only the check
+    that knows them (:func:`output_target_problem` with ``inputs``) can say
+    the most precise thing about it."""
+    try:
+        return os.path.isfile(path) and not _names_a_folder(os.fspath(path))
+    except (OSError, ValueError):
+        return False
 
 
 def input_overwrite_problem(target, inputs):
@@ -102,8 +120,9 @@ def input_overwrite_problem(target, inputs):
             same = False
         if same:
             alias = "" if os.fspath(target) == os.fspath(path) else f", {str(path)!r}"
-            return (f"{str(target)!r} is {what}{alias}, which this command reads; writing "
-                    "there would replace it: choose another name")
+            link = "a link to " if os.path.islink(target) else ""
+            return (f"{str(target)!r} is {link}{what}{alias}, which this command reads; "
+                    "writing there would replace it: choose another name")
     return None
 
 

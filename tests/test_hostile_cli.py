@@ -115,7 +115,7 @@ BAD_TARGETS = [
     (["graph", "--out", "dir.svg"], 2, ["--out", "'dir.svg' is a folder"]),
     (["graph", "--out", "dir.dot"], 2, ["--out", "'dir.dot' is a folder"]),
     (["graph", "--out", "missing/g.dot"], 2, ["--out", "'missing' does not exist"]),
-    (["graph"], 2, ["--out graph.svg", "'graph.svg' is a folder"]),  # the default, checked too
+    (["graph"], 2, ["argument --out: 'graph.svg' is a folder"]),  # the default, checked too
     (["start", "3", "file"], 2, ["DIR 'file'", "is a file, not a folder"]),
     (["start", "3", "missing"], 2, ["DIR 'missing'", "does not exist"]),
     # the grading commands' targets: the same check (any name; no suffix asked)

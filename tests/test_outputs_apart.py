@@ -111,11 +111,56 @@ def test_an_output_aimed_at_an_input_is_refused_and_the_input_kept(
                           cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env=dict(os.environ, DEZERO_MINI_STEPS=str(tmp_path / "steps")))
     assert done.returncode == 2, done.stderr
-    # A link that carries the output's suffix to an input of another kind is
-    # refused when the arguments are read, as a link to a file of another kind.
-    assert ("which this command reads" in done.stderr
-            or (out.startswith("linked") and "a file of another kind" in done.stderr)), done.stderr
-    assert "Traceback" not in done.stderr, done.stderr
+    # One line, and the most precise one: a link with the output's suffix to an
+    # input (of another kind) is the command's input, not "a file of another kind".
+    lines = done.stderr.strip().splitlines()
+    assert "which this command reads" in lines[-1], done.stderr
+    assert "another kind" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    link = os.path.islink(tmp_path / out)
+    assert (f"{out!r} is a link to " in lines[-1]) is link, lines[-1]
+    assert source.read_bytes() == before
+
+
+def _read_only(path):
+    path.chmod(0o444)
+    return path
+
+
+#: An output that is an input, where another reason applies too: the input
+#: is named, never the lesser reason (which the check once gave first).
+#: (id, make the input, the command with {out}, the output's name, the lesser reason)
+PRECEDENCE = [
+    ("a read-only submission as grade --csv", lambda f: _read_only(_submission(f)),
+     ["grade", "3", STEP03, "--csv", "{out}"], STEP03, "not writable"),
+    ("a read-only file to check as check --gradescope", lambda f: _read_only(_submission(f)),
+     ["check", "3", STEP03, "--gradescope", "{out}"], STEP03, "not writable"),
+    ("the stage file as graph --out, without the suffix", _stage_copy,
+     ["graph", "--stage", "3", "--out", "{out}"], f"steps/{STEP03}", "must end in"),
+    ("the stage file as memory --csv, without the suffix", _stage_copy,
+     ["memory", "--stage", "3", "--batches", "2", "--csv", "{out}"], f"steps/{STEP03}",
+     "must end in"),
+    ("a data file as train --save, without the suffix", _mnist,
+     ["train", "--dataset", "mnist", "--data-dir", ".", "--save", "{out}"],
+     MNIST.files[True][0], "must end in"),
+]
+
+
+@pytest.mark.parametrize("case, make_input, argv, out, lesser", PRECEDENCE,
+                         ids=[c for c, *_ in PRECEDENCE])
+def test_an_input_named_as_the_output_is_said_to_be_the_input(
+        tmp_path, case, make_input, argv, out, lesser):
+    if lesser == "not writable" and os.geteuid() == 0:
+        pytest.skip("root may write a read-only file")
+    source = make_input(tmp_path)
+    before = source.read_bytes()
+    done = subprocess.run([sys.executable, "-m", "dezero_mini",
+                           *[out if word == "{out}" else word for word in argv]],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env=dict(os.environ, DEZERO_MINI_STEPS=str(tmp_path / "steps")))
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert f"{out!r} is " in lines[-1] and "which this command reads" in lines[-1], done.stderr
+    assert lesser not in done.stderr and "Traceback" not in done.stderr, done.stderr
     assert source.read_bytes() == before
 
 
@@ -128,8 +173,9 @@ def test_the_zip_is_not_written_over_a_file_it_packs(tmp_path):
                            "--weights", str(weights), "--out", str(out)],
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr
-    assert ("which this command reads" in done.stderr
-            or "a file of another kind" in done.stderr), done.stderr
+    assert "is a link to the weights file" in done.stderr, done.stderr
+    assert "which this command reads" in done.stderr, done.stderr
+    assert "another kind" not in done.stderr, done.stderr
     assert weights.read_text() == "new = 3\n"
 
 

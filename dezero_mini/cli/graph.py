@@ -9,7 +9,6 @@ from pathlib import Path
 import numpy as np
 
 from dezero_mini.arguments import STAGE_NUMBERS, one_stage, output_file
-from dezero_mini.atomic import output_target_problem
 from dezero_mini.cli.options import command_parser, refuse_to_overwrite_inputs
 from dezero_mini.memory import reference_graph, stage_label, watch
 from dezero_mini.memory.probes import collector
@@ -35,11 +34,7 @@ def example_names(module):
 
 def run_graph(args):
     """``graph``: build the example, optionally let go of ``y``, draw it."""
-    if not args.dot and args.out is DEFAULT_GRAPH_OUT:
-        problem = output_target_problem(args.out, (DEFAULT_GRAPH_OUT.suffix,))
-        if problem is not None:
-            args.parser.error(f"--out {args.out}: {problem}")
-    if not args.dot:
+    if not args.dot:  # the default --out too (argparse leaves a default Path unchecked)
         refuse_to_overwrite_inputs(args, [("--out", args.out)], [
             (f"the file of {stage_label(args.stage)}", getattr(args.stage, "__file__", None))])
     title = f"{stage_label(args.stage)}: y = sigmoid(x @ W + b)"

@@ -6,7 +6,7 @@ the plot) the way the notebooks do, and prints what a learner should look at.
 import sys
 
 from dezero_mini.arguments import STAGE_NUMBERS, output_file, positive_int, stage_modules
-from dezero_mini.atomic import atomic_write, output_target_problem
+from dezero_mini.atomic import atomic_write
 from dezero_mini.cli.guard import format_size, machine_memory
 from dezero_mini.cli.options import command_parser, refuse_to_overwrite_inputs
 from dezero_mini.environment import import_matplotlib
@@ -30,10 +30,7 @@ def run_memory(args):
     groups = args.stage or [[load_stage(stage) for stage in DEFAULT_STAGES]]
     modules = unique(module for group in groups for module in group)
     csv_paths = csv_paths_for(args.csv or args.out.with_suffix(".csv"), modules)
-    for path in csv_paths:  # the names made from --out or --csv: checked before the run too
-        problem = output_target_problem(path, (".csv",))
-        if problem is not None:
-            args.parser.error(f"--csv {path}: {problem}")
+    # Every output, the names made from --out or --csv too, checked before the run.
     refuse_to_overwrite_inputs(
         args, [("--out", args.out), *(("--csv", path) for path in csv_paths)],
         [(f"the file of {stage_label(module)}", getattr(module, "__file__", None))

@@ -6,7 +6,7 @@ import argparse
 
 from dezero_mini.arguments import (add_sandbox_option, at_least_two, known_stage_numbers, seconds,
                                    stage_number, weights_file)
-from dezero_mini.atomic import input_overwrite_problem
+from dezero_mini.atomic import output_target_problem
 from dezero_mini.contracts.bench import BATCHES, batches_problem
 from dezero_mini.contracts.runner import DEFAULT_TIMEOUT, DEFAULT_TOTAL_TIMEOUT
 from dezero_mini.contracts.scoring import Weights, WeightsError, display_points, select_contracts
@@ -68,16 +68,32 @@ def sandbox_note(program, mode):
 
 
 def refuse_to_overwrite_inputs(args, outputs, inputs):
-    """argparse's error (exit 2) when an output would replace an input of the
-    same command (:func:`dezero_mini.atomic.input_overwrite_problem`):
-    ``grade --csv`` given a submission once replaced the student's file.
-    ``outputs`` are ``(option, path)`` pairs, ``inputs`` ``(what, path)`` pairs;
-    paths that are None (an option not given) are left out."""
+    """argparse's error (exit 2) when an output of the command cannot be
+    written, in the most precise words: the one check of an output
+    (:func:`dezero_mini.atomic.output_target_problem`), with the command's
+    inputs, so that an output that is, or links to, one of them is said to
+    be the command's input (``grade --csv`` given a submission once replaced
+    the student's file). Every command with an output calls it before its
+    work: the argument type left a name that leads to an existing file to
+    this check. ``outputs`` are ``(option, path)`` pairs, ``inputs``
+    ``(what, path)`` pairs; paths that are None (an option not given) are
+    left out. The suffixes are those of the option's type (``output_file``)."""
     inputs = list(inputs)
     for option, path in outputs:
-        problem = None if path is None else input_overwrite_problem(path, inputs)
+        if path is None:
+            continue
+        problem = output_target_problem(path, output_suffixes(args.parser, option), inputs)
         if problem is not None:
             args.parser.error(f"argument {option}: {problem}")
+
+
+def output_suffixes(parser, option):
+    """The suffixes that the option ``option`` of ``parser`` takes (its type
+    is ``arguments.output_file(...)``); () when any name will do."""
+    for action in parser._actions:
+        if option in action.option_strings:
+            return getattr(action.type, "suffixes", ())
+    return ()
 
 
 def refuse_batches_beyond_limits(args, numbers):

@@ -420,9 +420,10 @@ def run_train(args):
                           "files (this command never downloads anything)")
     if args.dataset != "mnist" and args.data_dir is not None:
         args.parser.error(f"--data-dir is only used with --dataset mnist, not {args.dataset}")
-    if args.data_dir is not None and args.data_dir.is_dir():
-        refuse_to_overwrite_inputs(args, [("--save", args.save)], [
-            ("a file of --data-dir", path) for path in args.data_dir.iterdir()])
+    data_files = (list(args.data_dir.iterdir())
+                  if args.data_dir is not None and args.data_dir.is_dir() else [])
+    refuse_to_overwrite_inputs(args, [("--save", args.save)], [
+        ("a file of --data-dir", path) for path in data_files])
     task = TASKS[args.dataset]
     # Traced from before the data is loaded, so that the peak includes it.
     with tracing():
