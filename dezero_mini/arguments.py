@@ -137,7 +137,7 @@ def output_file(*suffixes):
     """An argument type for a file to write, as a Path: checked when the
     arguments are read, before any long run (:func:`atomic.output_target_problem`);
     its name must end in one of ``suffixes`` when any are given (kept as
-    ``.suffixes`` of the type, for the command's own check).
+    ``.output_suffixes`` of the type, for the command's own check).
 
     A name that leads to an existing file may be one of the command's
     inputs, which only the command knows once every argument is read: that
@@ -150,7 +150,7 @@ def output_file(*suffixes):
             raise argparse.ArgumentTypeError(problem)
         return Path(text)
 
-    convert.suffixes = suffixes
+    convert.output_suffixes = suffixes
     return convert
 
 

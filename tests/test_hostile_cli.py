@@ -189,6 +189,47 @@ def test_a_file_the_user_cannot_write_is_not_replaced(capsys, place, monkeypatch
     assert kept.read_bytes() == b"the user's weights"
 
 
+@pytest.mark.parametrize("argv, option", [
+    (["check", "3", "step03_weakref_outputs.py", "--gradescope", "step03_weakref_outputs.py"],
+     "--gradescope"),
+    (["grade", "3", "step03_weakref_outputs.py", "--csv", "step03_weakref_outputs.py"], "--csv"),
+])
+def test_an_input_the_user_cannot_write_is_named_as_the_input(capsys, place, monkeypatch,
+                                                              argv, option):
+    """Of the two reasons, the more precise: the file is what the command
+    reads (once, "exists and is not writable" came first)."""
+    submission = place / "step03_weakref_outputs.py"
+    submission.write_text("# the learner's work\n")
+    real_access = os.access
+    monkeypatch.setattr(os, "access",
+                        lambda path, mode: False if os.fspath(path) == submission.name
+                        else real_access(path, mode))
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert f"argument {option}: 'step03_weakref_outputs.py' is " in last, err
+    assert "which this command reads" in last and "not writable" not in err, err
+    assert submission.read_text() == "# the learner's work\n"
+
+
+#: Every option that names a file to write: its type is arguments.output_file,
+#: and its command checks it with the command's inputs before the work
+#: (cli.options.refuse_to_overwrite_inputs). A new one joins this table and
+#: the rows above that aim it at a folder, a link, an input.
+OUTPUT_OPTIONS = {("check", "--gradescope"), ("grade", "--csv"), ("graph", "--out"),
+                  ("memory", "--csv"), ("memory", "--out"), ("train", "--save")}
+
+
+def test_the_table_of_output_options_is_complete():
+    parser = cli.build_parser()
+    commands = next(action for action in parser._actions
+                    if isinstance(action, argparse._SubParsersAction))
+    found = {(name, option) for name, command in commands.choices.items()
+             for action in command._actions if hasattr(action.type, "output_suffixes")
+             for option in action.option_strings if option.startswith("--")}
+    assert found == OUTPUT_OPTIONS
+
+
 def test_graph_dot_writes_nothing_so_its_default_file_is_not_checked(capsys, place):
     code, out, err = run(capsys, "graph", "--dot")  # graph.svg is a folder here
     assert code == 0, err

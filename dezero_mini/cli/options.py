@@ -92,7 +92,7 @@ def output_suffixes(parser, option):
     is ``arguments.output_file(...)``); () when any name will do."""
     for action in parser._actions:
         if option in action.option_strings:
-            return getattr(action.type, "suffixes", ())
+            return getattr(action.type, "output_suffixes", ())
     return ()
 
 
