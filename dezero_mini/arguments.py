@@ -22,37 +22,38 @@ MAX_SECONDS = 86400.0
 
 
 # --- Numbers --------------------------------------------------------------------------
-def positive_int(text):
-    """A whole number of at least 1 (epochs, batches, sizes, jobs)."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 1, got {text!r}")
-    return value
+# Each number type says what it accepts in ``.accepts`` too (the words of its
+# refusal), so that a test can hold every numeric option of the command line
+# to one line that names the option, the value and the range.
+def whole_number(low, high=None):
+    """An argument type: a whole number from ``low`` to ``high`` (no upper
+    bound when None). Refused in one line with the range: 0 where 1 is the
+    least, a negative, one above ``high``, ``2.5``, ``nan``, ``inf``, and
+    digits beyond what Python converts (``int`` refuses 4,300 of them)."""
+    accepts = (f"a whole number from {low} to {high}" if high is not None
+               else f"a whole number of at least {low}")
+
+    def convert(text):
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {accepts}, got {text!r}")
+        return value
+
+    convert.accepts = accepts
+    return convert
 
 
-def at_least_two(text):
-    """A whole number of at least 2: growth is read from one iteration (or
-    batch) to the next, so it needs two (``leaks --consecutive``, the
-    ``--batches`` of the contracts)."""
-    value = positive_int(text)
-    if value < 2:
-        raise argparse.ArgumentTypeError(f"must be a whole number of at least 2, got {text!r}")
-    return value
-
-
-def seed_int(text):
-    """A seed for NumPy's random generator: a whole number from 0 to 2**32 - 1."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = -1
-    if not 0 <= value < 2**32:
-        raise argparse.ArgumentTypeError(
-            f"must be a whole number from 0 to 4294967295, got {text!r}")
-    return value
+#: A whole number of at least 1 (batches, sizes, steps).
+positive_int = whole_number(1)
+#: A whole number of at least 2: growth is read from one iteration (or batch)
+#: to the next, so it needs two (``leaks --consecutive``, the ``--batches`` of
+#: the contracts).
+at_least_two = whole_number(2)
+#: A seed for NumPy's random generator: a whole number from 0 to 2**32 - 1.
+seed_int = whole_number(0, 2**32 - 1)
 
 
 def _number(text):
@@ -63,22 +64,28 @@ def _number(text):
         return math.nan
 
 
-def positive_float(text):
-    """A finite number above zero (a learning rate, a time limit)."""
-    value = _number(text)
-    if not value > 0 or value == math.inf:  # also refuses nan
-        raise argparse.ArgumentTypeError(f"must be a number above 0, got {text!r}")
-    return value
+def number_above_zero(high=None, unit=""):
+    """An argument type: a number above 0 and at most ``high`` (finite when
+    None); ``unit`` (``"seconds"``) names what it counts. nan, inf and what
+    is no number are refused, with the range."""
+    what = f"a number of {unit}" if unit else "a number"
+    accepts = (f"{what} above 0 and at most {high:g}" if high is not None
+               else f"{what} above 0")
+
+    def convert(text):
+        value = _number(text)
+        if not 0 < value < math.inf or (high is not None and value > high):  # and nan
+            raise argparse.ArgumentTypeError(f"must be {accepts}, got {text!r}")
+        return value
+
+    convert.accepts = accepts
+    return convert
 
 
-def seconds(text):
-    """A number of seconds above 0 and at most a day (``MAX_SECONDS``)."""
-    value = _number(text)
-    if not 0 < value <= MAX_SECONDS:  # also refuses nan and inf
-        raise argparse.ArgumentTypeError(
-            f"must be a number of seconds above 0 and at most {MAX_SECONDS:g} (a day), "
-            f"got {text!r}")
-    return value
+#: A finite number above zero.
+positive_float = number_above_zero()
+#: A number of seconds above 0 and at most a day (``MAX_SECONDS``): a timeout.
+seconds = number_above_zero(MAX_SECONDS, "seconds")
 
 
 # --- Stages ---------------------------------------------------------------------------

@@ -157,6 +157,123 @@ def test_bad_input_is_one_clear_line_before_any_work(capsys, place, argv, status
     assert sorted(os.listdir(place)) == before  # and nothing written
 
 
+# --- Every numeric option of every command ------------------------------------------------
+#: (command line before the option, option, what a huge value gets): "range" when
+#: the range refuses it, else the words of the check that does (an estimate of the
+#: memory, the checker's limit), "clamped" when it is taken down with a note (the
+#: tests below), "accepted" where a huge value is harmless (leaks --steps stops the
+#: script after N steps: a script ends on its own first) or stopped later in one line
+#: that names it (--lr: the first loss that is not finite, DIVERGING below).
+NUMERIC_OPTIONS = [
+    (["train"], "--epochs", "range"),
+    (["train"], "--batch-size", "clamped"),
+    (["train"], "--lr", "accepted"),
+    (["train"], "--seed", "range"),
+    (["train"], "--hidden", "needs about"),
+    (["memory", "--stage", "dezero_mini"], "--batches", "needs about"),
+    (["leaks", "{}", "x.py"], "--consecutive", "accepted"),  # (the script's own options follow it)
+    (["leaks", "{}", "x.py"], "--steps", "accepted"),
+    *[(argv, option, "range") for argv in (["check", "3", "x.py"], ["grade", "3", "x.py",
+                                                                     "--csv", "g.csv"],
+                                            ["progress", "."])
+      for option in ("--timeout", "--total-timeout")],
+    *[(argv, "--batches", "give at most") for argv in (["check", "3", "x.py"],
+                                                       ["grade", "3", "x.py", "--csv", "g.csv"],
+                                                       ["progress", "."])],
+    (["grade", "3", "x.py", "--csv", "g.csv"], "--jobs", "clamped"),
+    (["progress", "."], "--jobs", "clamped"),
+]
+#: The values every numeric option refuses (nothing here is a whole number
+#: of at least 1 or a number above 0, the least any of them takes); "2.5" is
+#: no whole number, and where a fraction is a number, "1e-400" stands for it (0 once read).
+BAD_VALUES = ["0", "-1", "2.5", "nan", "inf", "-inf", "ten", ""]
+HUGE = {"--timeout": "1e300", "--total-timeout": "1e300",
+        "--seed": str(2**32), "--epochs": "100001", "--hidden": "1000000,1000",
+        "--batches": str(10**12)}
+
+
+def _with(argv, *words):
+    """``argv`` with ``words`` where its ``{}`` is, else at its end."""
+    if "{}" not in argv:
+        return [*argv, *words]
+    at = argv.index("{}")
+    return [*argv[:at], *words, *argv[at + 1:]]
+
+
+def _option_type_words(argv, option):
+    """What the option's type says it accepts (``.accepts`` of arguments' number types)."""
+    parser = cli.build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    action = next(a for a in commands.choices[argv[0]]._actions if option in a.option_strings)
+    return getattr(action.type, "accepts", None)
+
+
+@pytest.mark.parametrize("value", BAD_VALUES)
+@pytest.mark.parametrize("argv, option, huge", NUMERIC_OPTIONS,
+                         ids=[f"{argv[0]} {option}" for argv, option, _ in NUMERIC_OPTIONS])
+def test_a_number_out_of_range_is_one_line_naming_option_value_and_range(
+        capsys, place, argv, option, huge, value):
+    if option == "--seed" and value == "0":
+        value = "-5"  # 0 is a seed
+    if value == "2.5" and not (_option_type_words(argv, option) or "whole").count("whole"):
+        value = "1e-400"
+    code, out, err = run(capsys, *_with(argv, f"{option}={value}"))
+    assert code == 2 and "Traceback" not in err, err
+    lines = err.strip().splitlines()
+    assert [line for line in lines if "error" in line] == lines[-1:], err  # (after the usage)
+    accepts = _option_type_words(argv, option) or "widths above 0"
+    assert f"argument {option}: must be {accepts}, got {value!r}" in lines[-1] or (
+        option == "--hidden" and accepts in lines[-1] and repr(value) in lines[-1]), lines[-1]
+
+
+@pytest.mark.parametrize("argv, option, huge", [row for row in NUMERIC_OPTIONS
+                                                if row[2] not in ("clamped", "accepted")],
+                         ids=[f"{argv[0]} {option}" for argv, option, huge in NUMERIC_OPTIONS
+                              if huge not in ("clamped", "accepted")])
+def test_a_huge_number_is_refused_in_one_line(capsys, place, argv, option, huge):
+    code, out, err = run(capsys, *_with(argv, option, HUGE[option]))
+    assert code == 2 and "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert option in last and HUGE[option].split(",")[0] in last.replace(",", ""), last
+    words = f"must be {_option_type_words(argv, option)}" if huge == "range" else huge
+    assert words in last, last
+
+
+def test_the_table_of_numeric_options_is_complete():
+    """A new numeric option joins the table (and so its refusals)."""
+    parser = cli.build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    found = {(name, option) for name, command in commands.choices.items()
+             for action in command._actions
+             if hasattr(action.type, "accepts") or action.type is train_command.layer_sizes
+             for option in action.option_strings if option.startswith("--")}
+    assert found == {(argv[0], option) for argv, option, _ in NUMERIC_OPTIONS}
+
+
+@pytest.mark.parametrize("argv", [["grade", "3", "x.py", "--csv", "g.csv"], ["progress", "."]])
+def test_more_jobs_than_processors_are_the_processors_with_a_note(capsys, monkeypatch, argv):
+    from dezero_mini.grading import batch
+
+    monkeypatch.setattr(batch, "default_jobs", lambda: 2)
+    args = cli.build_parser().parse_args([*argv, "--jobs", "100000"])
+    assert args.jobs == 2
+    err = capsys.readouterr().err.strip()
+    assert err.endswith("note: --jobs 100000 is more than the 2 processors this process may "
+                        "use; running 2 at a time") and "\n" not in err, err
+    assert cli.build_parser().parse_args([*argv, "--jobs", "2"]).jobs == 2
+    assert capsys.readouterr().err == ""
+
+
+def test_a_batch_larger_than_the_training_set_is_the_set_with_a_note(capsys, place, monkeypatch):
+    taken = {}
+    monkeypatch.setattr(train_command, "train", lambda *a, **options: taken.update(options))
+    code, out, err = run(capsys, *TRAIN, "--batch-size", str(10**30))
+    assert code in (0, None), err
+    assert taken["batch_size"] == 300  # spiral: 300 points
+    assert err.strip().endswith(f"note: --batch-size {10**30} is more than the 300 training "
+                                "samples; one batch of 300 per epoch"), err
+
+
 def test_a_folder_the_user_cannot_write_to_is_refused(capsys, place, monkeypatch):
     # (the tests may run as root, who can write everywhere: ask os.access)
     locked = place / "locked"

@@ -10,8 +10,8 @@ import sys
 import time
 
 from dezero_mini.arguments import output_file, positive_int
-from dezero_mini.cli.options import (add_run_options, add_sandbox_option, add_scoring_options,
-                                     add_stage_argument, command_parser,
+from dezero_mini.cli.options import (AtMostTheProcessors, add_run_options, add_sandbox_option,
+                                     add_scoring_options, add_stage_argument, command_parser,
                                      refuse_to_overwrite_inputs, sandbox_note, stage_options)
 from dezero_mini.contracts import bubblewrap
 from dezero_mini.grading import batch, container
@@ -100,7 +100,8 @@ def add_parser(commands):
     parser.add_argument("--csv", type=output_file(), required=True, metavar="PATH",
                         help="the grades, one row per student; never a submission or the "
                              "--weights file")
-    parser.add_argument("--jobs", type=positive_int, default=batch.default_jobs(), metavar="J",
+    parser.add_argument("--jobs", type=positive_int, action=AtMostTheProcessors,
+                        default=batch.default_jobs(), metavar="J",
                         help="submissions checked at once (default: the processors, "
                              "%(default)s here)")
     parser.add_argument("--isolation", choices=("process", "container"), default="process",

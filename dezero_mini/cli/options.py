@@ -3,6 +3,7 @@ stage argument, and the option groups of the commands that run ``check``
 (``check``, ``grade``, ``progress``). The value types of the options are :mod:`dezero_mini.arguments`.
 """
 import argparse
+import sys
 
 from dezero_mini.arguments import (add_sandbox_option, at_least_two, known_stage_numbers, seconds,
                                    stage_number, weights_file)
@@ -10,6 +11,24 @@ from dezero_mini.atomic import output_target_problem
 from dezero_mini.contracts.bench import BATCHES, batches_problem
 from dezero_mini.contracts.runner import DEFAULT_TIMEOUT, DEFAULT_TOTAL_TIMEOUT
 from dezero_mini.contracts.scoring import Weights, WeightsError, display_points, select_contracts
+
+
+class AtMostTheProcessors(argparse.Action):
+    """``--jobs J``: more at once than the processors this process may use
+    only makes each check slower (each runs a training), so that checks run
+    out of their time limits and fail for the machine, not the file. Such a
+    J is taken as the processors, with a note on standard error."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from dezero_mini.grading.batch import default_jobs  # (the processors, counted once)
+
+        processors = default_jobs()
+        if values > processors:
+            print(f"{parser.prog}: note: {option_string} {values} is more than the {processors} "
+                  f"processor{'s' if processors > 1 else ''} this process may use; "
+                  f"running {processors} at a time", file=sys.stderr)
+            values = processors
+        setattr(namespace, self.dest, values)
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter):

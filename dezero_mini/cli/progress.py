@@ -10,7 +10,8 @@ import threading
 from pathlib import Path
 
 from dezero_mini.arguments import positive_int
-from dezero_mini.cli.options import add_run_options, command_parser, refuse_batches_beyond_limits
+from dezero_mini.cli.options import (AtMostTheProcessors, add_run_options, command_parser,
+                                     refuse_batches_beyond_limits)
 from dezero_mini.contracts import stages
 from dezero_mini.contracts.runner import check_file
 from dezero_mini.grading.batch import default_jobs
@@ -51,7 +52,8 @@ def add_parser(commands):
         "  %(prog)s ~/course --batches 20 --jobs 1"))
     parser.add_argument("dir", type=Path, nargs="?", default=Path("."), metavar="DIR",
                         help="the folder with your stage files (default: the current folder)")
-    parser.add_argument("--jobs", type=positive_int, default=default_jobs(), metavar="J", help=(
+    parser.add_argument("--jobs", type=positive_int, action=AtMostTheProcessors,
+                        default=default_jobs(), metavar="J", help=(
         "how many stages are checked at once, each in a worker of its own (default: the "
         "processors this process may use, %(default)s here)"))
     add_run_options(parser)

@@ -22,7 +22,8 @@ import numpy.random  # noqa: F401
 import dezero_mini
 import dezero_mini.functions as F
 from dezero_mini import DataLoader, no_grad, optimizers, test_mode
-from dezero_mini.arguments import output_file, positive_float, positive_int, seed_int
+from dezero_mini.arguments import (output_file, positive_float, positive_int, seed_int,
+                                   whole_number)
 from dezero_mini.cli.guard import format_size, machine_memory
 from dezero_mini.cli.options import command_parser, refuse_to_overwrite_inputs
 from dezero_mini.datasets import MNIST, MNISTSample, SinCurve, Spiral
@@ -44,6 +45,9 @@ OPTIMIZERS = {
 # adam (the default) and 0-9 for the others: adam 98.0-99.3%, adagrad 99.3%,
 # momentum 95.3-99.0%, sgd 93.7-99.0% (plain SGD is the slowest to get there).
 DEFAULT_LR = {"sgd": 0.3, "momentum": 0.1, "adagrad": 0.1, "adam": 0.01}
+#: The most --epochs: 100 times the largest default (spiral's 100). The
+#: memory the command shows is flat after the first epoch; longer is a typo.
+MAX_EPOCHS = 10_000
 
 
 @dataclass(frozen=True)
@@ -392,16 +396,20 @@ def add_parser(commands):
         "for --dataset mnist: the folder with train-images-idx3-ubyte.gz and "
         "train-labels-idx1-ubyte.gz (and, to measure the test accuracy, the t10k- files); "
         "the names without .gz work too"))
-    parser.add_argument("--epochs", type=positive_int, metavar="N", help=(
-        f"passes over the training set ({_defaults_text(TASKS, 'epochs')})"))
+    parser.add_argument("--epochs", type=whole_number(1, MAX_EPOCHS), metavar="N", help=(
+        f"passes over the training set, at most {MAX_EPOCHS:,} "
+        f"({_defaults_text(TASKS, 'epochs')})"))
     parser.add_argument("--batch-size", type=positive_int, metavar="N", help=(
-        f"samples per batch ({_defaults_text(TASKS, 'batch_size')})"))
+        f"samples per batch; more than the training set is the whole set in one batch "
+        f"({_defaults_text(TASKS, 'batch_size')})"))
     parser.add_argument("--hidden", type=layer_sizes, default="30,30", metavar="SIZES", help=(
         "widths of the hidden layers, separated by commas (default: %(default)s)"))
     parser.add_argument("--activation", choices=list(ACTIVATIONS), default="relu", help=(
         "the function between layers (default: %(default)s)"))
     parser.add_argument("--optimizer", choices=list(OPTIMIZERS), default="adam", help=(
         "how the weights are updated (default: %(default)s)"))
+    # No upper bound: a rate too large is stopped at the first loss that is not
+    # finite, in one line that names it and the default (diverged_message).
     parser.add_argument("--lr", type=positive_float, help=(
         f"learning rate ({_defaults_text(DEFAULT_LR)})"))
     parser.add_argument("--seed", type=seed_int, default=0, metavar="N", help=(
@@ -432,6 +440,11 @@ def run_train(args):
         except (OSError, ValueError) as error:  # missing, unreadable, broken or altered files
             option = "--data-dir" if args.data_dir is not None else f"--dataset {task.name}"
             args.parser.error(f"{option}: {error}")
+        if args.batch_size is not None and args.batch_size > len(train_set):
+            print(f"{args.parser.prog}: note: --batch-size {args.batch_size} is more than the "
+                  f"{len(train_set):,} training samples; one batch of {len(train_set):,} per epoch",
+                  file=sys.stderr)
+            args.batch_size = len(train_set)
         memory = machine_memory()
         batch_size = args.batch_size or task.batch_size
         too_big = memory and too_big_message(task, args.hidden, args.optimizer, batch_size,

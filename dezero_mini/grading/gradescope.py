@@ -16,7 +16,7 @@ import sys
 import time
 from pathlib import Path
 
-from dezero_mini.arguments import add_sandbox_option, at_least_two, positive_float, stage_number
+from dezero_mini.arguments import add_sandbox_option, at_least_two, seconds, stage_number
 from dezero_mini.atomic import output_target_problem
 from dezero_mini.contracts import get_stage
 from dezero_mini.contracts.provenance import MAX_SUBMISSION_BYTES
@@ -185,7 +185,7 @@ def main(argv=None):
         "the folder that holds submission/ and results/ (default: %(default)s)"))
     parser.add_argument("--stage", type=stage_number, required=True, metavar="N")
     parser.add_argument("--weights", type=Path, metavar="FILE")
-    parser.add_argument("--timeout", type=positive_float, metavar="SECONDS")
+    parser.add_argument("--timeout", type=seconds, metavar="SECONDS")
     parser.add_argument("--batches", type=at_least_two, metavar="N")
     add_sandbox_option(parser, "required", grading=True)
     args = parser.parse_args(argv)
