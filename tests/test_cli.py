@@ -348,3 +348,68 @@ def test_record_training_calls_on_batch_after_each_batch():
                              on_batch=lambda done, total: calls.append((done, total)))
     assert calls == [(1, 3), (2, 3), (3, 3)]
     assert record.batches == 3
+
+
+# --- Hints that name a command: as the docs show it ------------------------------------------
+def _hints(tmp_path, capsys):
+    """Each hint of the command line that names a command to run, as the user sees it:
+    (where it is shown, its text, the command it should name)."""
+    from dezero_mini.cli import check as check_command
+    from dezero_mini.cli.start import start_header
+    from dezero_mini.contracts import get_stage
+    from dezero_mini.grading.learner_progress import StageProgress, progress_line
+
+    stage = get_stage(3)
+    target = tmp_path / "my files" / stage.file_name
+    target.parent.mkdir()
+    code, out, err = run(capsys, "start", "3", str(target.parent))
+    assert code == 0, err
+    original = check_command.processes_unavailable
+    check_command.processes_unavailable = lambda: "this Python cannot start processes"
+    try:
+        code, _, unavailable = run(capsys, "check", "3", str(target))
+    finally:
+        check_command.processes_unavailable = original
+    return [
+        ("progress: a stage not started", progress_line(StageProgress(3, "weakref", stage.file_name)),
+         ["start", "3"]),
+        ("start: when it is done", out, ["check", "3", str(target)]),
+        ("the header of a stage file", start_header(stage, "step02.py"),
+         ["check", "3", stage.file_name]),
+        ("check where no process can start", unavailable, ["check", "N", "FILE"]),
+    ]
+
+
+def test_every_hint_names_the_command_as_the_docs_do(tmp_path, capsys):
+    """``progress`` said ``python -m dezero_mini start 1`` where the docs and the
+    lessons show ``dezero_mini start 1``: every hint is made by hints.command_line."""
+    from dezero_mini.hints import command_line
+
+    for where, text, words in _hints(tmp_path, capsys):
+        assert command_line(*words) in text, (where, text)
+        assert "python -m dezero_mini" not in text.replace(f"python -m {command_line(*words)} is "
+                                                           "the same", ""), (where, text)
+    assert command_line("check", 3, "my files/x.py") == "dezero_mini check 3 'my files/x.py'"
+
+
+def test_no_message_spells_python_dash_m_for_a_command():
+    """The family: no text of the package (docstrings and comments aside) spells
+    ``python -m dezero_mini COMMAND``; a hint comes from hints.command_line."""
+    import ast
+    from pathlib import Path
+
+    commands = ("train", "memory", "graph", "leaks", "start", "check", "grade", "progress")
+    pattern = re.compile(r"python -m dezero_mini (%s)\b" % "|".join(commands))
+    found = []
+    for path in sorted(Path(dezero_mini.__file__).parent.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef,
+                                           ast.AsyncFunctionDef))
+                      and node.body and isinstance(node.body[0], ast.Expr)
+                      and isinstance(node.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if (isinstance(node, ast.Constant) and isinstance(node.value, str)
+                    and id(node) not in docstrings and pattern.search(node.value)):
+                found.append(f"{path.name}:{node.lineno}: {node.value.strip()[:70]}")
+    assert found == []

@@ -348,7 +348,7 @@ def test_progress_prints_one_line_per_stage(tmp_path):
     assert lines[0] == f"your stage files in {tmp_path}:"
     by_stage = dict(zip((stage.number for stage in stages()), lines[1:]))
     assert len(lines) == len(stages()) + 2
-    assert by_stage[1].endswith("not started: python -m dezero_mini start 1")
+    assert by_stage[1].endswith("not started: dezero_mini start 1")
     assert by_stage[3].endswith(f"{len(NAMES)}/{len(NAMES)} contracts pass, 9/9 points; done")
     new_at_4 = [contract.name for contract in contracts_at(4) if contract.stage == 4]
     assert "(named step04_mine.py, not step04_retain_grad.py)" in by_stage[4]

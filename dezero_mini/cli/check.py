@@ -24,6 +24,7 @@ from dezero_mini.cli.options import (add_run_options, add_sandbox_option, add_sc
 from dezero_mini.contracts.runner import check_file
 from dezero_mini.contracts.scoring import Weights, display_points, select_contracts
 from dezero_mini.grading import gradescope
+from dezero_mini.hints import command_line
 from dezero_mini.printable import printable
 from dezero_mini.progress import progress_bar
 
@@ -98,7 +99,7 @@ def run_check(args):
     if unavailable:
         print(f"dezero_mini check: {unavailable}, and check runs your file in a process of its "
               "own: run it on a local install of the course (pip install the repository, "
-              "then dezero_mini check N FILE).", file=sys.stderr)
+              f"then {command_line('check', 'N', 'FILE')}).", file=sys.stderr)
         return 2
     names, weights = stage_options(args)
     mode = args.sandbox or ("required" if args.gradescope is not None else "auto")

@@ -13,6 +13,7 @@ from pathlib import Path
 from dezero_mini import atomic, shadowing
 from dezero_mini.cli.options import add_stage_argument, command_parser
 from dezero_mini.contracts import contracts_at, get_stage
+from dezero_mini.hints import command_line
 from dezero_mini.memory.stages import stage_path
 
 
@@ -44,8 +45,8 @@ def start_header(stage, source_name):
         _comment(f"What to change: {stage.change}"),
         "#",
         "# Then check your file (with .venv activated; or .venv/bin/dezero_mini ...):",
-        f"#     dezero_mini check {stage.number} {stage.file_name}",
-        f"# (python -m dezero_mini check {stage.number} {stage.file_name} is the same, but a",
+        f"#     {command_line('check', stage.number, stage.file_name)}",
+        f"# (python -m {command_line('check', stage.number, stage.file_name)} is the same, but a",
         "# dezero_mini.py of your own in the current folder would stand in for it.)",
         "# It is held to these contracts (this stage's and the earlier ones' that still hold):",
     ]
@@ -86,7 +87,7 @@ def run_start(args):
         print(f"dezero_mini start: error: {exists}", file=sys.stderr)
         return 2
     print(f"wrote {target}: {stage.label}, starting from {source.name}")
-    print(f"when it is done: dezero_mini check {stage.number} {target}")
+    print(f"when it is done: {command_line('check', stage.number, target)}")
     if folder.resolve() != Path.cwd().resolve():  # the current folder's are named already
         warning = shadowing.shadowing_warning(str(folder))
         if warning is not None:

@@ -14,6 +14,7 @@ from typing import Optional
 from dezero_mini.atomic import not_a_file
 from dezero_mini.contracts import stages
 from dezero_mini.contracts.scoring import display_points
+from dezero_mini.hints import command_line
 
 
 @dataclass
@@ -86,8 +87,7 @@ def progress_line(item):
     """One line for a stage: what is there, what passes, what fails."""
     head = f"stage {item.number:02d} {item.title:<18}"
     if item.file is None:
-        return (f"{head}  {item.note or 'not started'}: python -m dezero_mini start "
-                f"{item.number}")
+        return f"{head}  {item.note or 'not started'}: {command_line('start', item.number)}"
     report = item.report
     passed = sum(result.passed for result in report.results)
     line = (f"{head}  {passed}/{len(report.results)} contracts pass, "
