@@ -87,11 +87,18 @@ def test_ctrl_c_during_the_imports_ends_with_one_line(tmp_path, command, entry):
     (slow / "numpy.py").write_text(SLOW_NUMPY)
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(slow), *filter(None, [os.environ.get("PYTHONPATH")])]))
-    process = subprocess.Popen([*ENTRIES[entry], command, "--help"], cwd=tmp_path, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               preexec_fn=hear_sigint)
+    rest = interrupted_once_it_says([*ENTRIES[entry], command, "--help"], tmp_path, env,
+                                    "importing numpy\n")
+    assert [line for line in rest.splitlines() if line] == [f"{_name(entry)} {command}: interrupted"]
+
+
+def interrupted_once_it_says(argv, cwd, env, line):
+    """Start ``argv``, send SIGINT once its stderr says ``line``: what it said
+    after, once it ended with exit 130 and without a traceback."""
+    process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True, preexec_fn=hear_sigint)
     try:
-        assert process.stderr.readline() == "importing numpy\n"
+        assert process.stderr.readline() == line
         process.send_signal(signal.SIGINT)
         rest = process.stderr.read()
         assert process.wait(timeout=300) == 130  # (the bound only ends a hang)
@@ -99,7 +106,7 @@ def test_ctrl_c_during_the_imports_ends_with_one_line(tmp_path, command, entry):
         process.kill()
         process.wait()
     assert "Traceback" not in rest and "KeyboardInterrupt" not in rest, rest
-    assert [line for line in rest.splitlines() if line] == [f"{_name(entry)} {command}: interrupted"]
+    return rest
 
 
 def _name(entry):
@@ -164,18 +171,7 @@ def test_ctrl_c_at_each_stage_of_the_start_is_one_line_and_130(tmp_path, stage, 
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
         [str(hooks), *filter(None, [os.environ.get("PYTHONPATH")])]), MPLBACKEND="agg")
     argv = ["memory", "--stage", "3", "--batches", "2", "--out", "m.png"]
-    process = subprocess.Popen([*ENTRIES[entry], *argv], cwd=tmp_path, env=env,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               preexec_fn=hear_sigint)
-    try:
-        assert process.stderr.readline() == "paused\n"
-        process.send_signal(signal.SIGINT)
-        rest = process.stderr.read()
-        assert process.wait(timeout=300) == 130  # (the bound only ends a hang)
-    finally:
-        process.kill()
-        process.wait()
-    assert "Traceback" not in rest and "KeyboardInterrupt" not in rest, rest
+    rest = interrupted_once_it_says([*ENTRIES[entry], *argv], tmp_path, env, "paused\n")
     assert [line for line in rest.splitlines() if line] == [f"{_name(entry)} memory: interrupted"]
     assert not (tmp_path / "m.png").exists()
 
