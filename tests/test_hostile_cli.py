@@ -250,6 +250,20 @@ def test_the_table_of_numeric_options_is_complete():
     assert found == {(argv[0], option) for argv, option, _ in NUMERIC_OPTIONS}
 
 
+@pytest.mark.parametrize("value", ["1e300", "inf", "0", "-1", "nan"])
+def test_the_autograders_timeout_is_held_to_the_same_range(capsys, tmp_path, value):
+    """Gradescope's entry point took --timeout 1e300 (a number above 0 was all
+    it asked), which the clock's arithmetic cannot add."""
+    from dezero_mini.arguments import seconds
+    from dezero_mini.grading import gradescope
+
+    with pytest.raises(SystemExit) as stop:
+        gradescope.main(["--root", str(tmp_path), "--stage", "3", "--timeout", value])
+    assert stop.value.code == 2
+    last = capsys.readouterr().err.strip().splitlines()[-1]
+    assert f"argument --timeout: must be {seconds.accepts}, got {value!r}" in last, last
+
+
 @pytest.mark.parametrize("argv", [["grade", "3", "x.py", "--csv", "g.csv"], ["progress", "."]])
 def test_more_jobs_than_processors_are_the_processors_with_a_note(capsys, monkeypatch, argv):
     from dezero_mini.grading import batch

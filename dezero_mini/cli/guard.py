@@ -3,7 +3,9 @@
 A command that trains for minutes and then fails to write its result has
 lost the result. So every output file is checked when the arguments are read
 (:func:`dezero_mini.atomic.output_target_problem`, through the argument types
-of :mod:`dezero_mini.arguments`), and the commands refuse sizes that cannot
+of :mod:`dezero_mini.arguments`, and once more with the command's inputs,
+:func:`dezero_mini.cli.options.refuse_to_overwrite_inputs`), every number
+is held to its range, and the commands refuse sizes that cannot
 fit in :func:`machine_memory` with an estimate, before anything is allocated
 (``train``'s ``--hidden``, ``memory``'s ``--batches``).
 
