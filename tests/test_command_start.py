@@ -176,6 +176,25 @@ def test_ctrl_c_at_each_stage_of_the_start_is_one_line_and_130(tmp_path, stage, 
     assert not (tmp_path / "m.png").exists()
 
 
+def test_ctrl_c_where_the_guard_did_not_run_is_the_same_line(tmp_path):
+    """``python -S``: no ``site``, so no guard of the installation; the
+    package's first lines set the same handler, and the line is the same."""
+    import sysconfig
+
+    import dezero_mini
+
+    slow = tmp_path / "slow"
+    slow.mkdir()
+    (slow / "numpy.py").write_text(SLOW_NUMPY)
+    root = Path(dezero_mini.__file__).resolve().parents[1]
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [str(slow), str(root), sysconfig.get_paths()["purelib"]]))
+    rest = interrupted_once_it_says([sys.executable, "-S", "-m", "dezero_mini", "graph", "--dot"],
+                                    tmp_path, env, "importing numpy\n")
+    assert [line for line in rest.splitlines() if line] == [
+        "python -m dezero_mini graph: interrupted"]
+
+
 # --- The environment, the current folder --------------------------------------------------
 SETTINGS = [
     ({"DEZERO_MINI_WARN_LEAKS": "often"}, ["train", "--epochs", "1"], "DEZERO_MINI_WARN_LEAKS"),
