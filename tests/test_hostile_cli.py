@@ -250,6 +250,22 @@ def test_the_table_of_numeric_options_is_complete():
     assert found == {(argv[0], option) for argv, option, _ in NUMERIC_OPTIONS}
 
 
+@pytest.mark.parametrize("value", [*BAD_VALUES, "99", "1e300", "3.0"])
+@pytest.mark.parametrize("argv", [["start", "{}", "."], ["check", "{}", "x.py"],
+                                  ["grade", "{}", "x.py", "--csv", "g.csv"]],
+                         ids=lambda argv: argv[0])
+def test_a_stage_number_out_of_range_is_one_line_with_the_stages(capsys, place, argv, value):
+    """The positional N of start, check and grade: the same family."""
+    from dezero_mini.arguments import known_stage_numbers
+
+    code, out, err = run(capsys, *_with(argv, "--", value) if value.startswith("-")
+                         else _with(argv, value))
+    assert code == 2 and "Traceback" not in err, err
+    last = err.strip().splitlines()[-1]
+    assert (f"argument N: must be the number of a stage of the course "
+            f"({known_stage_numbers()}), got {value!r}") in last, last
+
+
 @pytest.mark.parametrize("value", ["1e300", "inf", "0", "-1", "nan"])
 def test_the_autograders_timeout_is_held_to_the_same_range(capsys, tmp_path, value):
     """Gradescope's entry point took --timeout 1e300 (a number above 0 was all
