@@ -336,6 +336,106 @@ HOSTILE += [
 ]
 
 
+# --- The red team's rows (2026-11-28): each worked before its fix ------------------------------
+COLLECT_IN_BACKWARD = """
+import gc as _gc
+_backward = Variable.backward
+
+
+def _backward_then_collect(self, *args, **kwargs):  # the collector frees the cycles, not refcounting
+    _backward(self, *args, **kwargs)
+    _gc.collect()
+
+
+Variable.backward = _backward_then_collect
+"""
+
+COLLECT_FROM_A_THREAD = """
+import gc as _gc, threading as _threading, time as _time
+
+
+def _collect_forever():  # while the measurement has the collector off
+    while True:
+        _gc.collect()
+        _time.sleep(0.001)
+
+
+_threading.Thread(target=_collect_forever, daemon=True).start()
+"""
+
+TWIN_CLASSES = """
+import types as _types
+import weakref as _weakref
+
+
+def as_variable(obj):
+    return obj if isinstance(obj, (Variable, _VTwin)) else Variable(as_array(obj))
+
+
+def _twin(cls, bases=()):  # the same class, but not the one that the checker counts
+    space = {k: v for k, v in vars(cls).items() if k not in ("__dict__", "__weakref__")}
+    return type(cls.__name__, bases, space)
+
+
+_VTwin, _FTwin = _twin(Variable), _twin(Function)
+_twin_call = _types.FunctionType(Function.__call__.__code__,
+                                 dict(globals(), Variable=_VTwin, as_variable=as_variable))
+
+
+class _Leaf(_VTwin):  # stands for a real Variable in the graph, holding it weakly
+    def __init__(self, real):
+        self._real = _weakref.ref(real)
+        _VTwin.__init__(self, real.data)
+
+    @property
+    def grad(self):
+        real = self._real()
+        return None if real is None else real.grad
+
+    @grad.setter
+    def grad(self, value):
+        if self._real() is not None:
+            self._real().grad = value
+
+
+_FTwin.__call__ = lambda self, *inputs: _twin_call(
+    self, *[_Leaf(x) if type(x) is Variable else x for x in inputs])
+for _name, _obj in list(globals().items()):
+    if isinstance(_obj, type) and issubclass(_obj, Function) and _obj is not Function:
+        globals()[_name] = _twin(_obj, (_FTwin,))
+"""
+
+FLOOD_THE_RESULT_CHANNEL = """
+import os, sys
+_chunk = b"x" * (1 << 20)
+for _ in range(1500):  # 1.5 GiB on the result channel, without a newline
+    try:
+        os.write(int(sys.argv[4]), _chunk)
+    except OSError:
+        break
+"""
+
+HOSTILE += [
+    # Without the fix: 5 of 6 (live_objects_constant and traced_bytes_flat passed).
+    Hostile("runs_the_collector_itself_in_backward", stage02_plus(COLLECT_IN_BACKWARD), 2,
+            r"tampering detected: while \w+ ran, the file ran the cyclic collector itself "
+            r"\(gc\.collect\(\)\) while the measurement had it off"),
+    # Without the fix: 6 of 6 most runs (the thread freed the cycles before each count).
+    Hostile("runs_the_collector_from_a_thread", stage02_plus(COLLECT_FROM_A_THREAD), 2,
+            r"tampering detected: while \w+ ran, the file ran the cyclic collector itself"),
+    # Without the fix: 5 of 6 (live_objects_constant and collector_finds_nothing passed).
+    Hostile("builds_its_graphs_from_classes_the_checker_does_not_count",
+            stage02_plus(TWIN_CLASSES), 1,
+            r"(?s)the objects that the collector tracks \(of any class\) grew by [1-9]\d* from the "
+            r"first batch to the last.*and it found \d+ objects \(", passes=len(contracts_at(3)) - HONEST_FAILS),
+    # Without the fix: the checker spent its whole time limit copying the line (CPU and
+    # memory of the grader's), then blamed "a loop at the top level".
+    Hostile("floods_the_result_channel_without_a_newline", stage02_plus(FLOOD_THE_RESULT_CHANNEL),
+            2, r"tampering detected: the result channel received a line longer than 1048576 "
+               r"bytes", argv=("--batches", "5", "--total-timeout", "60")),
+]
+
+
 def run_check(capsys, path, argv):
     started = time.monotonic()
     code = cli.main(["check", "3", str(path), "--json", *argv])

@@ -338,6 +338,7 @@ class _Child:
             if newline:
                 self.pending = rest
                 return self.reader.read(line)
+            self.reader.check_pending(self.pending)
             if stop is not None and stop.is_set():
                 raise CheckStopped("the check was stopped")
             self._sample_rss()

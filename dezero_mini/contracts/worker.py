@@ -211,7 +211,7 @@ def main(argv):
     os.close(null)
 
     from dezero_mini.contracts import Contract, contracts_at, missing_names, names_needed_at
-    from dezero_mini.contracts.bench import configure
+    from dezero_mini.contracts.bench import CollectorRun, configure
     from dezero_mini.contracts.channel import Writer
     from dezero_mini.contracts.provenance import borrowed_names
     from dezero_mini.memory.probes import TracesCleared
@@ -308,7 +308,7 @@ def main(argv):
             result = dict(passed=bool(found.passed), expected=str(found.expected),
                           measured=str(found.measured), error=None)
         except BaseException as error:  # the learner's code may raise anything, even SystemExit
-            if type(error) is TracesCleared:  # (its real type: a class of the file's cannot pass)
+            if type(error) in (TracesCleared, CollectorRun):  # (its real type: a class of the file's cannot pass)
                 send(event="tampered", message=f"while {name} ran, {error}")
                 return 2
             result = dict(passed=False, expected=by_name[name].summary,
