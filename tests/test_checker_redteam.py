@@ -3,11 +3,16 @@
 The rows that are one stage file checked as stage 03 are in the families'
 tables (``tests/test_checker_hostile.py``, ``HOSTILE``: the collector run by
 the file itself, a graph of classes that the checker does not count, a flood
-of the result channel). Here: what reaches the learner's terminal through
-``progress``, which printed the learner's file names and what the file raised
-as they were.
+of the result channel). Here: the course's modules that a later stage's
+contracts measure against, planted or changed by the file (checked as stage
+04, whose contracts load stage 03); what reaches the learner's terminal
+through ``progress``, which printed the learner's file names and what the
+file raised as they were.
 """
+import json
 import re
+
+import pytest
 
 from conftest import STEPS
 from dezero_mini import cli
@@ -32,3 +37,60 @@ def test_progress_shows_escapes_in_names_and_messages_not_obeys_them(tmp_path, c
     assert "(named step03_\\x1b[2J\\x1b[Hmine.py, not step03_weakref_outputs.py)" in line, line
     assert "ValueError: \\x1b[2J\\x1b[H10 of 10 stages" in line, line
     assert "course\\x1b[8m" in out
+
+
+# --- A stage measured against an earlier one: that one's module, planted --------------------
+PLANT_A_HEAVIER_STAGE_03 = """
+import importlib.util as _util, os as _os, sys as _sys
+import numpy as _np
+
+_real = _os.path.join(_os.environ["DEZERO_MINI_STEPS"], "step03_weakref_outputs.py")
+_spec = _util.spec_from_file_location("step03_weakref_outputs", _real)
+_fake = _util.module_from_spec(_spec)
+_spec.loader.exec_module(_fake)  # stage 03 as the checker loads it, then made heavier
+_backward = _fake.Variable.backward
+
+
+def _backward_with_ballast(self, *args, **kwargs):
+    _ballast = _np.ones(4 << 20)  # 32 MiB held through backward: stage 03's peak looks high
+    return _backward(self, *args, **kwargs)
+
+
+_fake.Variable.backward = _backward_with_ballast
+_sys.modules["step03_weakref_outputs"] = _fake  # what the contracts' load_stage(3) finds
+"""
+
+MAKE_THE_LOADED_STAGE_03_HEAVIER = """
+import sys as _sys
+import numpy as _np
+
+_stage03 = _sys.modules.get("step03_weakref_outputs")
+if _stage03 is not None:  # (loaded by the checker before this file)
+    _backward = _stage03.Variable.backward
+
+    def _backward_with_ballast(self, *args, **kwargs):
+        _ballast = _np.ones(4 << 20)
+        return _backward(self, *args, **kwargs)
+
+    _stage03.Variable.backward = _backward_with_ballast
+"""
+
+
+@pytest.mark.parametrize("trick, says", [
+    # Without the fix: backward_peak_below_stage03 passed ("< 29.6 MiB (90% of stage 03's
+    # 32.9 MiB)"): 6 of 9, 2 points unearned.
+    (PLANT_A_HEAVIER_STAGE_03, r"tampering detected: loading step04_retain_grad\.py replaced "
+                               r"sys\.modules\['step03_weakref_outputs'\]"),
+    (MAKE_THE_LOADED_STAGE_03_HEAVIER, r"tampering detected: loading step04_retain_grad\.py "
+                                       r"replaced step03_weakref_outputs\.Variable\.backward"),
+], ids=["plants_a_heavier_stage_03_in_sys_modules", "makes_the_loaded_stage_03_heavier"])
+def test_the_stage_measured_against_is_the_courses(trick, says, tmp_path, capsys):
+    """Stage 03's own framework handed in as stage 04 (with the trick, it is
+    not the reference verbatim): it fails backward_peak_below_stage03
+    honestly, unless the stage 03 that the contract loads is the file's."""
+    path = tmp_path / "step04_retain_grad.py"
+    path.write_text(next(STEPS.glob("step03_*.py")).read_text() + "\n# --- the trick ---\n" + trick)
+    code = cli.main(["check", "4", str(path), "--json", "--batches", "5"])
+    report = json.loads(capsys.readouterr().out)
+    assert code == report["exit_code"] == 2, report
+    assert re.search(says, report["message"]), report["message"]

@@ -200,6 +200,25 @@ def _read(path, needed):
     return None, fingerprint
 
 
+def load_earlier_stages(number):
+    """Load the course's step files of the stages before ``number`` (those
+    that the sandbox shows) and return their module names. A contract that
+    measures against an earlier stage (stage 04's backward peak against
+    stage 03's) finds it in ``sys.modules`` by its name: loaded here, before
+    the learner's file, and sealed, it cannot be a module that the file put
+    there (a stage 03 made heavier passed stage 04's comparison)."""
+    from dezero_mini.contracts.bubblewrap import visible_step_files
+    from dezero_mini.memory.stages import load_stage, steps_dir
+
+    names = []
+    for path in visible_step_files(number, steps_dir()):
+        try:
+            names.append(load_stage(Path(path).stem).__name__)
+        except Exception:  # (a contract that needs it fails on its own, with the reason)
+            continue
+    return tuple(names)
+
+
 def main(argv):
     path, number, batches = Path(argv[0]).resolve(), int(argv[1]), int(argv[2])
     channel_fd, stack_fd, names = int(argv[3]), int(argv[4]), argv[5:]
@@ -220,6 +239,7 @@ def main(argv):
 
     needed = names_needed_at(number)
     refusal, fingerprint = _read(path, needed)
+    earlier_stages = load_earlier_stages(number)
 
     # Everything alive now is the checker's modules (the instruments, NumPy,
     # the course's modules): moved out of the collector's generations, it is
@@ -240,7 +260,7 @@ def main(argv):
     check = Contract.check  # the function itself: a patched class attribute does not reach it
     needed = names_needed_at(number)
     faulthandler.register(signal.SIGUSR1, file=stack_fd, all_threads=True)
-    seal = Seal()
+    seal = Seal(SEALED_MODULES + earlier_stages)
 
     def broken():
         # A file that freezes its objects (gc.freeze) takes them out of every
