@@ -94,3 +94,38 @@ def test_the_stage_measured_against_is_the_courses(trick, says, tmp_path, capsys
     report = json.loads(capsys.readouterr().out)
     assert code == report["exit_code"] == 2, report
     assert re.search(says, report["message"]), report["message"]
+
+
+# --- What the file can still do: a limit the lab chapter states -----------------------------
+REWRITE_THE_RECORD_FROM_REGISTRY_CLEAR = """
+import sys as _sys
+
+
+class _Registry:  # forget_graphs() calls REGISTRY.clear() after the record, before it is read
+    def clear(self):
+        frame = _sys._getframe(1)
+        while frame is not None:
+            record = frame.f_locals.get("record")
+            if getattr(record, "traced_current", None) is not None:
+                record.traced_current[:] = record.traced_current[0]
+            frame = frame.f_back
+
+
+REGISTRY = _Registry()
+"""
+
+
+def test_code_of_the_file_run_inside_a_measurement_can_still_rewrite_its_figures(tmp_path,
+                                                                                 capsys):
+    """The limit of tamper evidence in one process (docs/classroom.md says
+    so): the checker calls the file's ``REGISTRY.clear()`` between the
+    record and the contract's reading it, and the record's arrays are
+    within reach of the stack. If this test fails, the checker got
+    stronger: update the chapter."""
+    path = tmp_path / "step03_weakref_outputs.py"
+    path.write_text(next(STEPS.glob("step02_*.py")).read_text() + "\n# --- the trick ---\n"
+                    + REWRITE_THE_RECORD_FROM_REGISTRY_CLEAR)
+    cli.main(["check", "3", str(path), "--json", "--batches", "5"])
+    report = json.loads(capsys.readouterr().out)
+    flat = next(c for c in report["contracts"] if c["name"] == "traced_bytes_flat")
+    assert flat["passed"], flat  # the stage-02 file leaks 915 KiB a batch
