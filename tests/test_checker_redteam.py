@@ -128,4 +128,8 @@ def test_code_of_the_file_run_inside_a_measurement_can_still_rewrite_its_figures
     cli.main(["check", "3", str(path), "--json", "--batches", "5"])
     report = json.loads(capsys.readouterr().out)
     flat = next(c for c in report["contracts"] if c["name"] == "traced_bytes_flat")
-    assert flat["passed"], flat  # the stage-02 file leaks 915 KiB a batch
+    # The stage-02 file leaks 915 KiB a batch; the worker measured none. (The RSS read
+    # from outside may contradict it: 5 batches grow the RSS by some 16 MiB, at the
+    # allowance, so the pass stands on some runs and is a contradiction on others.)
+    assert re.search(r"(^|reported )-?0\.0 KiB per batch", flat["measured"]), flat
+    assert flat["passed"] or flat["error"] == "contradiction", flat
