@@ -133,3 +133,78 @@ def test_code_of_the_file_run_inside_a_measurement_can_still_rewrite_its_figures
     # allowance, so the pass stands on some runs and is a contradiction on others.)
     assert re.search(r"(^|reported )-?0\.0 KiB per batch", flat["measured"]), flat
     assert flat["passed"] or flat["error"] == "contradiction", flat
+
+
+# --- Values of the file's that answer a comparison for themselves -----------------------------
+A_SWITCH_THAT_EQUALS_ANYTHING = """
+import contextlib as _contextlib
+
+
+class _Liar:  # a switch that says it equals whatever it is compared with
+    def __init__(self, value):
+        self.value = value
+
+    def __bool__(self):
+        return self.value
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = None
+
+    def __repr__(self):
+        return repr(self.value)
+
+
+@_contextlib.contextmanager
+def using_config(name, value):
+    setattr(Config, name, _Liar(value))
+    try:
+        yield
+    finally:
+        setattr(Config, name, _Liar(True))  # a fixed value, not the one it found: no nesting
+
+
+@_contextlib.contextmanager
+def no_grad():
+    Config.enable_backprop = False
+    try:
+        yield
+    finally:
+        Config.enable_backprop = True
+"""
+
+
+def test_a_value_that_equals_anything_does_not_pass_a_comparison(tmp_path, capsys):
+    """Stage 05's file with a ``using_config`` that restores a fixed value
+    (blocks do not nest) and wraps the switch in an object whose ``__eq__``
+    says yes. Without the fix, ``seen == [True, False, True]`` asked the
+    object, and using_config_nests passed while it measured "outer True"
+    (13 of 13). Stage 10's checkpoint contract compares its modes the same
+    way (``contracts.plainly_equal``)."""
+    path = tmp_path / "step05_no_grad.py"
+    path.write_text(next(STEPS.glob("step05_*.py")).read_text() + "\n# --- the trick ---\n"
+                    + A_SWITCH_THAT_EQUALS_ANYTHING)
+    cli.main(["check", "5", str(path), "--json", "--batches", "5"])
+    report = json.loads(capsys.readouterr().out)
+    nests = next(c for c in report["contracts"] if c["name"] == "using_config_nests")
+    assert not nests["passed"] and nests["measured"] == "inner True, outer True, after True", nests
+    assert report["passed"] == report["total"] - 1, report
+
+
+def test_plainly_equal_asks_no_value_of_the_file():
+    from dezero_mini.contracts import plainly_equal
+
+    class Liar:
+        def __eq__(self, other):
+            return True
+
+    assert plainly_equal([True, False], [True, False]) and plainly_equal([1, 0], [True, False])
+    assert not plainly_equal([Liar(), Liar()], [True, False])
+    assert not plainly_equal((True, False), [True, False]) and not plainly_equal([True], [True, 1.5])
+
+    class Truthy(int):  # a subclass of a plain type answers for itself too
+        def __eq__(self, other):
+            return True
+
+    assert not plainly_equal([Truthy(1)], [False])
