@@ -405,6 +405,42 @@ for _name, _obj in list(globals().items()):
         globals()[_name] = _twin(_obj, (_FTwin,))
 """
 
+WRAP_THE_PACKAGE = '''"""My stage 03."""
+import dezero_mini as _d
+
+
+class Variable(_d.Variable):
+    pass
+
+
+class Function(_d.Function):
+    pass
+
+
+def add(a, b):
+    return _d.add(a, b)
+
+
+def mul(a, b):
+    return _d.mul(a, b)
+
+
+def matmul(a, b):
+    return _d.matmul(a, b)
+
+
+def sigmoid(x):
+    return _d.sigmoid(x)
+
+
+def sum(x, axis=None, keepdims=False):
+    return _d.sum(x, axis, keepdims)
+
+
+def mean_squared_error(a, b):
+    return _d.mean_squared_error(a, b)
+'''
+
 FLOOD_THE_RESULT_CHANNEL = """
 import os, sys
 _chunk = b"x" * (1 << 20)
@@ -440,10 +476,16 @@ HOSTILE += [
     Hostile("runs_the_collector_from_a_thread", stage02_plus(COLLECT_FROM_A_THREAD), 2,
             r"tampering detected: while \w+ ran, the file ran the cyclic collector itself"),
     # Without the fix: 5 of 6 (live_objects_constant and collector_finds_nothing passed).
+    # (The contracts' own look at such a graph: test_checker_redteam.py.)
     Hostile("builds_its_graphs_from_classes_the_checker_does_not_count",
-            stage02_plus(TWIN_CLASSES), 1,
-            r"(?s)the objects that the collector tracks \(of any class\) grew by [1-9]\d* from the "
-            r"first batch to the last.*and it found \d+ objects \(", passes=len(contracts_at(3)) - HONEST_FAILS),
+            stage02_plus(TWIN_CLASSES), 2,
+            rf"{FILE_NAME}'s matmul, .* return objects of another class than its own Variable "
+            r"\(matmul: a learner_step03_weakref_outputs\.Variable, a class of the same name\)"),
+    # Without the fix: 5 of 6, the package's framework under the file's names.
+    Hostile("subclasses_the_packages_classes_and_wraps_its_functions",
+            lambda folder: WRAP_THE_PACKAGE, 2,
+            rf"{FILE_NAME} does not define Variable, Function itself \(Variable: the class derives "
+            r"from Variable, whose code is in \S*dezero_mini/core\.py\)"),
     # Without the fix: the checker spent its whole time limit copying the line (CPU and
     # memory of the grader's), then blamed "a loop at the top level".
     Hostile("floods_the_result_channel_without_a_newline", stage02_plus(FLOOD_THE_RESULT_CHANNEL),

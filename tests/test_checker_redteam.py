@@ -208,3 +208,32 @@ def test_plainly_equal_asks_no_value_of_the_file():
             return True
 
     assert not plainly_equal([Truthy(1)], [False])
+
+
+def test_the_contracts_count_a_graph_of_twin_classes_too(tmp_path):
+    """The second look at a graph of twin classes (copies of Variable and
+    Function, which the worker now refuses at load: HOSTILE's
+    ``builds_its_graphs_from_classes_the_checker_does_not_count``): stage
+    03's contracts, run on such a module, see it stay alive and in cycles
+    whatever its classes. Without the fix both passed."""
+    from test_checker_hostile import TWIN_CLASSES
+
+    from dezero_mini.contracts import get_stage
+    from dezero_mini.contracts.bench import configure, BATCHES
+    from dezero_mini.memory.stages import load_stage_file
+
+    path = tmp_path / "twins.py"
+    path.write_text(next(STEPS.glob("step02_*.py")).read_text() + TWIN_CLASSES)
+    module = load_stage_file(path, "learner_twins_of_the_red_team")
+    by_name = {contract.name: contract for contract in get_stage(3).contracts}
+    configure(batches=5)
+    try:
+        constant = by_name["live_objects_constant"].check(module)
+        nothing = by_name["collector_finds_nothing"].check(module)
+    finally:
+        configure(batches=BATCHES)
+    assert not constant.passed and re.search(
+        r"after every batch; but the objects that the collector tracks \(of any class\) grew by "
+        r"[1-9]", constant.measured), constant
+    assert not nothing.passed and re.search(r"^0; and it found \d+ objects \(.*_Leaf: \d+",
+                                            nothing.measured), nothing

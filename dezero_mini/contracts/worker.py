@@ -232,7 +232,7 @@ def main(argv):
     from dezero_mini.contracts import Contract, contracts_at, missing_names, names_needed_at
     from dezero_mini.contracts.bench import CollectorRun, configure
     from dezero_mini.contracts.channel import Writer
-    from dezero_mini.contracts.provenance import borrowed_names
+    from dezero_mini.contracts.provenance import borrowed_names, foreign_results
     from dezero_mini.memory.probes import TracesCleared
     from dezero_mini.memory.stages import load_stage_file
     import dezero_mini.memory  # noqa: F401  (every instrument, imported before the file)
@@ -314,6 +314,19 @@ def main(argv):
         send(event="error", message=(
             f"{path.name} does not define {', '.join(borrowed)} itself ({name}: {where}): "
             "a submission must define the stage's classes and functions in the file"))
+        return 2
+    try:
+        foreign = {} if missing else foreign_results(module)
+    except BaseException:  # (whatever the file's code raised: the contracts will say it)
+        foreign = {}
+    if broken():
+        foreign = {}  # (said below, after the first contract, as tampering)
+    if foreign:
+        name, kind = next(iter(foreign.items()))
+        send(event="error", message=(
+            f"{path.name}'s {', '.join(foreign)} return{'s' if len(foreign) == 1 else ''} "
+            f"objects of another class than its own Variable ({name}: a {kind}): a submission "
+            "must compute with the classes it defines"))
         return 2
     send(event="loaded")
 
