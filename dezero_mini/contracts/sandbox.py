@@ -377,12 +377,31 @@ class Worker:
 
     def memory(self):
         """The memory of the whole tree, in bytes, or None: the sum of its
-        processes' resident sizes. (Not the cgroup's charge, which bounds the
+        processes' resident sizes, and in the sandbox the bytes of the files
+        in its private ``/tmp``, which is memory (a tmpfs) that no process's
+        resident size shows: a file that kept 1 MiB a batch there passed the
+        flat-memory cross-check. (Not the cgroup's charge, which bounds the
         tree but also counts the page cache of every file it reads: the
         stages' memory budgets are resident sizes.)"""
         pids = self.cgroup.processes() if self.cgroup is not None else self.processes()
         sizes = [size for size in map(resident_bytes, pids) if size is not None]
-        return sum(sizes) if sizes else None
+        if not sizes:
+            return None
+        return sum(sizes) + (self.scratch_memory() or 0)
+
+    def scratch_memory(self):
+        """The bytes used in the sandbox's private ``/tmp`` (a tmpfs), read
+        through the sandbox's root as ``/proc`` shows it; None without the
+        sandbox (its scratch folder is on a disk) or once it has ended."""
+        if not self.sandboxed:
+            return None
+        from dezero_mini.contracts.bubblewrap import SANDBOX_HOME
+
+        try:
+            usage = os.statvfs(f"/proc/{self.root}/root{SANDBOX_HOME}")
+        except OSError:
+            return None
+        return (usage.f_blocks - usage.f_bfree) * usage.f_frsize
 
     def memory_killed(self):
         """Whether the kernel killed a process of the tree for its cgroup's limit

@@ -200,6 +200,33 @@ def _read(path, needed):
     return None, fingerprint
 
 
+#: Seconds that the look at what the file's functions return may take: a file
+#: whose code hangs on that small graph hangs in the contracts too, where the
+#: report says where (a loop on one shape must not become a hang of loading).
+FOREIGN_CHECK_SECONDS = 2.0
+
+
+class _OutOfTime(Exception):
+    """Raised by ``_within``'s timer in the code it bounds."""
+
+
+def _within(seconds, function, *arguments):
+    """``function(*arguments)``, or ``{}`` when it raises or takes more than
+    ``seconds`` (a timer's signal interrupts the file's Python code)."""
+    def out_of_time(signum, frame):
+        raise _OutOfTime
+
+    previous = signal.signal(signal.SIGALRM, out_of_time)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return function(*arguments)
+    except BaseException:  # (whatever the file's code raised: the contracts will say it)
+        return {}
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def load_earlier_stages(number):
     """Load the course's step files of the stages before ``number`` (those
     that the sandbox shows) and return their module names. A contract that
@@ -315,10 +342,7 @@ def main(argv):
             f"{path.name} does not define {', '.join(borrowed)} itself ({name}: {where}): "
             "a submission must define the stage's classes and functions in the file"))
         return 2
-    try:
-        foreign = {} if missing else foreign_results(module)
-    except BaseException:  # (whatever the file's code raised: the contracts will say it)
-        foreign = {}
+    foreign = {} if missing else _within(FOREIGN_CHECK_SECONDS, foreign_results, module)
     if broken():
         foreign = {}  # (said below, after the first contract, as tampering)
     if foreign:
