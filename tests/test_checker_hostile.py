@@ -131,6 +131,13 @@ def reference_under_a_header(folder):
     return start_header(get_stage(4), "step03_weakref_outputs.py") + text
 
 
+def with_backward_prologue(text, prologue):
+    """``text`` (a stage file) with the lines ``prologue`` (indented for a
+    method's body) first in its ``Variable.backward``."""
+    return re.sub(r"^(    def backward\(self.*\):\n)", lambda found: found.group(1) + prologue,
+                  text, count=1, flags=re.MULTILINE)
+
+
 def hidden_memory(folder):
     """The stage-03 reference, plus memory that tracemalloc cannot see
     (anonymous mmaps, 1 MiB per backward, the first 200): the traced bytes

@@ -248,13 +248,14 @@ def files_in_the_sandboxs_tmp(text):
     """The stage-03 reference (flat traced bytes), plus 1 MiB a backward (the
     first 200) written to a file of the sandbox's private ``/tmp``: a tmpfs,
     memory that no process's RSS counts."""
-    text = text.replace("import weakref\n", "import weakref\n_HIDDEN = [0]\n", 1)
-    return re.sub(r"^(    def backward\(self.*\):\n)",
-                  "\\1        if _HIDDEN[0] < 200:\n"
-                  "            _HIDDEN[0] += 1\n"
-                  "            with open(f'/tmp/hidden_{_HIDDEN[0]}', 'wb') as _file:\n"
-                  "                _file.write(b'x' * (1 << 20))\n",
-                  text, count=1, flags=re.MULTILINE)
+    from test_checker_hostile import with_backward_prologue
+
+    return with_backward_prologue(
+        text.replace("import weakref\n", "import weakref\n_HIDDEN = [0]\n", 1),
+        "        if _HIDDEN[0] < 200:\n"
+        "            _HIDDEN[0] += 1\n"
+        "            with open(f'/tmp/hidden_{_HIDDEN[0]}', 'wb') as _file:\n"
+        "                _file.write(b'x' * (1 << 20))\n")
 
 
 @pytest.mark.skipif(bool(bubblewrap.sandbox_problem()),
