@@ -131,6 +131,13 @@ def reference_under_a_header(folder):
     return start_header(get_stage(4), "step03_weakref_outputs.py") + text
 
 
+def with_backward_prologue(text, prologue):
+    """``text`` (a stage file) with the lines ``prologue`` (indented for a
+    method's body) first in its ``Variable.backward``."""
+    return re.sub(r"^(    def backward\(self.*\):\n)", lambda found: found.group(1) + prologue,
+                  text, count=1, flags=re.MULTILINE)
+
+
 def hidden_memory(folder):
     """The stage-03 reference, plus memory that tracemalloc cannot see
     (anonymous mmaps, 1 MiB per backward, the first 200): the traced bytes
@@ -323,7 +330,7 @@ HOSTILE += [
             r"tampering detected: loading .* replaced gc\.callbacks \(its entries\)"),
     Hostile("empties_gc_garbage_from_a_callback_it_removes",
             stage02_plus(EMPTY_GC_GARBAGE_FROM_A_PASSING_CALLBACK), 1,
-            r"(?m)^[1-9]\d+$",  # the Variables and Functions the collector found
+            r"(?m)^[1-9]\d+(;|$)",  # the Variables and Functions the collector found (then the others)
             passes=len(contracts_at(3)) - HONEST_FAILS),
     Hostile("sets_a_profile_hook", stage02_plus(SET_A_PROFILE_HOOK), 2,
             r"tampering detected: loading .* replaced the profile function \(sys\.setprofile\)"),
@@ -333,6 +340,177 @@ HOSTILE += [
             ballast_traded_for_hidden_memory, 1,
             r"the worker reported -?\d+\.\d KiB per batch while its RSS reached (?P<peak>\d+) MiB, "
             r"above the \d+ MiB", argv=("--batches", "20")),
+]
+
+
+# --- The red team's rows (2026-11-28): each worked before its fix ------------------------------
+COLLECT_IN_BACKWARD = """
+import gc as _gc
+_backward = Variable.backward
+
+
+def _backward_then_collect(self, *args, **kwargs):  # the collector frees the cycles, not refcounting
+    _backward(self, *args, **kwargs)
+    _gc.collect()
+
+
+Variable.backward = _backward_then_collect
+"""
+
+COLLECT_FROM_A_THREAD = """
+import gc as _gc, threading as _threading, time as _time
+
+
+def _collect_forever():  # while the measurement has the collector off
+    while True:
+        _gc.collect()
+        _time.sleep(0.001)
+
+
+_threading.Thread(target=_collect_forever, daemon=True).start()
+"""
+
+TWIN_CLASSES = """
+import types as _types
+import weakref as _weakref
+
+
+def as_variable(obj):
+    return obj if isinstance(obj, (Variable, _VTwin)) else Variable(as_array(obj))
+
+
+def _twin(cls, bases=()):  # the same class, but not the one that the checker counts
+    space = {k: v for k, v in vars(cls).items() if k not in ("__dict__", "__weakref__")}
+    return type(cls.__name__, bases, space)
+
+
+_VTwin, _FTwin = _twin(Variable), _twin(Function)
+_twin_call = _types.FunctionType(Function.__call__.__code__,
+                                 dict(globals(), Variable=_VTwin, as_variable=as_variable))
+
+
+class _Leaf(_VTwin):  # stands for a real Variable in the graph, holding it weakly
+    def __init__(self, real):
+        self._real = _weakref.ref(real)
+        _VTwin.__init__(self, real.data)
+
+    @property
+    def grad(self):
+        real = self._real()
+        return None if real is None else real.grad
+
+    @grad.setter
+    def grad(self, value):
+        if self._real() is not None:
+            self._real().grad = value
+
+
+_FTwin.__call__ = lambda self, *inputs: _twin_call(
+    self, *[_Leaf(x) if type(x) is Variable else x for x in inputs])
+for _name, _obj in list(globals().items()):
+    if isinstance(_obj, type) and issubclass(_obj, Function) and _obj is not Function:
+        globals()[_name] = _twin(_obj, (_FTwin,))
+"""
+
+WRAP_THE_PACKAGE = '''"""My stage 03."""
+import dezero_mini as _d
+
+
+class Variable(_d.Variable):
+    pass
+
+
+class Function(_d.Function):
+    pass
+
+
+def add(a, b):
+    return _d.add(a, b)
+
+
+def mul(a, b):
+    return _d.mul(a, b)
+
+
+def matmul(a, b):
+    return _d.matmul(a, b)
+
+
+def sigmoid(x):
+    return _d.sigmoid(x)
+
+
+def sum(x, axis=None, keepdims=False):
+    return _d.sum(x, axis, keepdims)
+
+
+def mean_squared_error(a, b):
+    return _d.mean_squared_error(a, b)
+'''
+
+FLOOD_THE_RESULT_CHANNEL = """
+import os, sys
+_chunk = b"x" * (1 << 20)
+for _ in range(1500):  # 1.5 GiB on the result channel, without a newline
+    try:
+        os.write(int(sys.argv[4]), _chunk)
+    except OSError:
+        break
+"""
+
+FRAMES_THAT_NEVER_END = """
+import os, sys
+os.write(int(sys.argv[5]), b'File "' * 10000)  # on the pipe of the stack dump, before it is asked
+while True:  # HANG HERE
+    pass
+"""
+
+A_FORGED_STACK_DUMP = """
+import os, signal, sys
+signal.signal(signal.SIGUSR1, signal.SIG_IGN)  # faulthandler writes nothing ...
+os.write(int(sys.argv[5]), b'Thread 0x1 (most recent call first):\\n  File "' + sys.argv[1].encode()
+         + b'", line 1 in the_checker_hung_not_me\\n')  # ... and this is said in its place
+while True:
+    pass
+"""
+
+HOSTILE += [
+    # Without the fix: 5 of 6 (live_objects_constant and traced_bytes_flat passed).
+    Hostile("runs_the_collector_itself_in_backward", stage02_plus(COLLECT_IN_BACKWARD), 2,
+            r"tampering detected: while \w+ ran, the file ran the cyclic collector itself "
+            r"\(gc\.collect\(\)\) while the measurement had it off"),
+    # Without the fix: 6 of 6 most runs (the thread freed the cycles before each count).
+    Hostile("runs_the_collector_from_a_thread", stage02_plus(COLLECT_FROM_A_THREAD), 2,
+            r"tampering detected: while \w+ ran, the file ran the cyclic collector itself"),
+    # Without the fix: 5 of 6 (live_objects_constant and collector_finds_nothing passed).
+    # (The contracts' own look at such a graph: test_checker_redteam.py.)
+    Hostile("builds_its_graphs_from_classes_the_checker_does_not_count",
+            stage02_plus(TWIN_CLASSES), 2,
+            rf"{FILE_NAME}'s matmul, .* return objects of another class than its own Variable "
+            r"\(matmul: a learner_step03_weakref_outputs\.Variable, a class of the same name\)"),
+    # Without the fix: 5 of 6, the package's framework under the file's names.
+    Hostile("subclasses_the_packages_classes_and_wraps_its_functions",
+            lambda folder: WRAP_THE_PACKAGE, 2,
+            rf"{FILE_NAME} does not define Variable, Function itself \(Variable: the class derives "
+            r"from Variable, whose code is in \S*dezero_mini/core\.py\)"),
+    # Without the fix: the checker spent its whole time limit copying the line (CPU and
+    # memory of the grader's), then blamed "a loop at the top level".
+    Hostile("floods_the_result_channel_without_a_newline", stage02_plus(FLOOD_THE_RESULT_CHANNEL),
+            2, r"tampering detected: the result channel received a line longer than 1048576 "
+               r"bytes", argv=("--batches", "5", "--total-timeout", "60")),
+    # Without the fix: the checker's search of the dump took 15 s of the grading process
+    # (60,000 bytes; quadratic), past the check's time limit, on each hang (the bound:
+    # test_the_search_of_a_stack_dump_reads_each_line_once).
+    Hostile("writes_frames_that_never_end_where_the_stack_dump_goes",
+            stage02_plus(FRAMES_THAT_NEVER_END), 2,
+            rf"(?m)^cannot load {FILE_NAME}: importing it took longer than 10 s \(a loop at the "
+            rf"top level\?\); the file was at {FILE_NAME} line (?P<line>\d+) \(in <module>\)$",
+            argv=("--batches", "5", "--total-timeout", "10")),
+    # Without the fix: "the file was at step03_weakref_outputs.py line 1 (in
+    # the_checker_hung_not_me)", where the file never was.
+    Hostile("forges_the_stack_dump", stage02_plus(A_FORGED_STACK_DUMP), 2,
+            rf"(?m)^cannot load {FILE_NAME}: importing it took longer than 10 s \(a loop at the "
+            r"top level\?\)$", argv=("--batches", "5", "--total-timeout", "10")),
 ]
 
 
@@ -366,13 +544,30 @@ def test_a_hostile_submission_is_not_a_pass(case, tmp_path, capsys, monkeypatch)
     if "line" in found.groupdict():  # the line of the endless loop, and the check kept its time
         lines = path.read_text().splitlines()
         assert "HANG HERE" in lines[int(found["line"]) - 1] or "pass" in lines[int(found["line"]) - 1]
-        assert sum(c["measured"].startswith("not run") for c in report["contracts"]) >= 1
+        if report["status"] != "error":  # (a contract hung: those after it were not run)
+            assert sum(c["measured"].startswith("not run") for c in report["contracts"]) >= 1
     if "mib" in found.groupdict():
         batches = int(case.argv[case.argv.index("--batches") + 1]) if "--batches" in case.argv \
             else BATCHES
         assert int(found["mib"]) * MIB > rss_growth_allowed(batches)
     if "peak" in found.groupdict():
         assert int(found["peak"]) * MIB > memory_budget(3)
+
+
+def test_the_search_of_a_stack_dump_reads_each_line_once(tmp_path):
+    """What the worker wrote where the stack dump goes is the file's: 1 MB of
+    frames that never end took the checker's regular expression time that
+    grows with the square of their length (60,000 bytes: 15 s; this, most of
+    an hour). Searched line by line, it is done at once; the bound below
+    only ends a hang."""
+    code = ("from pathlib import Path\n"
+            "from dezero_mini.contracts.runner import where_it_hung\n"
+            "print(where_it_hung('File \"' * 170_000, Path('/x/step03.py')))\n"
+            "print(where_it_hung('Thread 0x1:\\n  File \"/x/step03.py\", line 7 in loop\\n', "
+            "Path('/x/step03.py')))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=60)
+    assert done.stdout.split("\n")[:2] == ["None", "step03.py line 7 (in loop)"], done.stderr
 
 
 def test_the_stage02_file_alone_fails_honestly(tmp_path, capsys):

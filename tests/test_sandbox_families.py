@@ -228,6 +228,97 @@ def test_a_stopped_worker_ends_at_the_total_time_limit_with_a_report(mode, tmp_p
     assert code == 2 and "importing it took longer than 5 s" in report["message"], report
 
 
+# --- The processors of a process tree -----------------------------------------------------------
+SPIN_IN_SESSIONS_OF_ITS_OWN = """
+import os, time
+for _ in range(3):  # busy processes, each in a session (a scheduler's autogroup) of its own
+    if os.fork() == 0:
+        os.setsid()
+        while True:
+            pass
+time.sleep(60)
+"""
+
+
+def _cpu_cgroup_of(pid):
+    """The folder of process ``pid``'s cgroup in the v1 ``cpu`` hierarchy, or None."""
+    from dezero_mini.contracts.cgroup import ROOT
+
+    try:
+        lines = Path(f"/proc/{pid}/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            return ROOT / "cpu" / path.lstrip("/")
+    return None
+
+
+@needs_sandbox
+def test_a_workers_processes_take_one_processor_whatever_their_sessions(tmp_path):
+    """Without a cgroup of its own, each process that a worker started in a
+    session of its own took a share of the processors as large as a
+    classmate's whole check: 60 of them made the check of the stage-02 file
+    graded beside them (``grade --jobs 2``) take 17.4 s instead of 3.8 s
+    (2026-11-28, a 2-core machine). Every process of the tree is now in one
+    cgroup, with a quota of ``Limits().processors`` processor."""
+    from dezero_mini.contracts.cgroup import CpuCgroup
+
+    probe = CpuCgroup.create(1, f"dezero_mini_probe_{os.getpid()}")
+    if probe is None:
+        pytest.skip("no cgroup v1 cpu hierarchy that this user may write here")
+    probe.remove()
+    path = tmp_path / FILE_NAME
+    path.write_text(stage02_plus(SPIN_IN_SESSIONS_OF_ITS_OWN))
+    stop = threading.Event()
+    worker = threading.Thread(target=lambda: _stopped_check(path, stop), daemon=True)
+    worker.start()
+    try:
+        deadline, tree = time.monotonic() + 60, []
+        while len(tree) < 4 and time.monotonic() < deadline:  # the worker and its 3 children
+            time.sleep(0.1)
+            tree = _sandboxed_processes_of(path)
+        assert len(tree) >= 4, tree
+        folders = {_cpu_cgroup_of(pid) for pid in tree}
+        assert len(folders) == 1 and None not in folders, folders
+        folder = folders.pop()
+        assert folder != _cpu_cgroup_of(os.getpid())
+        quota = int((folder / "cpu.cfs_quota_us").read_text())
+        period = int((folder / "cpu.cfs_period_us").read_text())
+        assert quota == Limits().processors * period, (quota, period)
+    finally:
+        stop.set()
+        worker.join(60)
+    assert not folder.exists()  # removed with the sandbox
+
+
+def _stopped_check(path, stop):
+    from dezero_mini.contracts.runner import CheckStopped
+
+    try:
+        check_file(3, path, batches=5, total_timeout=60, stop=stop)
+    except CheckStopped:
+        pass
+
+
+def _sandboxed_processes_of(path):
+    """The pids of the processes that run as a throwaway user of the sandbox
+    and whose command line names ``path`` (its worker, and what it forked)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                status = Path(f"/proc/{entry}/status").read_text()
+                command = Path(f"/proc/{entry}/cmdline").read_bytes()
+            except OSError:
+                continue
+            uid = int(re.search(r"^Uid:\s+(\d+)", status, re.MULTILINE).group(1))
+            if uid >= bubblewrap.THROWAWAY_UID_BASE and str(path).encode() in command:
+                found.append(int(entry))
+    return found
+
+
 # --- The memory of a process tree ------------------------------------------------------------
 FORK_AND_FILL = """
 import os, select, signal, time

@@ -16,6 +16,7 @@ from dezero_mini.contracts import stages
 from dezero_mini.contracts.runner import check_file
 from dezero_mini.grading.batch import default_jobs
 from dezero_mini.grading.learner_progress import progress, progress_line, progress_summary
+from dezero_mini.printable import printable
 
 
 def run_progress(args):
@@ -26,7 +27,7 @@ def run_progress(args):
         print(f"dezero_mini progress: error: the folder {str(folder)!r} does not exist",
               file=sys.stderr)
         return 2
-    print(f"your stage files in {folder}:", flush=True)
+    print(f"your stage files in {printable(folder, newlines=False)}:", flush=True)
 
     stopped = threading.Event()  # Ctrl-C: the checks of the other threads end too
 

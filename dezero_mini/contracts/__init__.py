@@ -216,6 +216,23 @@ def missing_names(module, number):
     return [name for name in names_needed_at(number) if not hasattr(module, name)]
 
 
+#: The types whose ``==`` is the interpreter's own: a value of exactly one of them
+#: cannot answer a comparison for itself.
+_PLAIN = (bool, int, float, str)
+
+
+def plainly_equal(got, expected):
+    """Whether ``got`` (values read from the learner's framework) is the list
+    of plain values ``expected``, each of exactly a plain type and equal to
+    the one expected: never through ``got``'s own ``__eq__``. (``seen ==
+    [True, False, True]`` asks each of ``seen``'s values first, and an object
+    of the file's can say that it equals anything: a ``using_config`` that
+    did not nest passed so.)"""
+    return (type(got) is list and len(got) == len(expected)
+            and all(type(value) in _PLAIN and type(wanted) in _PLAIN and value == wanted
+                    for value, wanted in zip(got, expected)))
+
+
 def stage_number_of(module):
     """The stage number of a module of the course: its ``STAGE`` (``"03"``),
     or ``FINISHED`` for the package ``dezero_mini``."""

@@ -68,6 +68,48 @@ def batches_problem(number, batches, limits=Limits()):
             f"it; give at most {largest:,}")
 
 
+class CollectorRun(Exception):
+    """The file ran the cyclic collector itself (``gc.collect()``) while a
+    measurement had it off: what the measurement then counts was freed by
+    the collector, not by reference counting. The worker reports it as
+    tampering (a class of the checker's: one of the file's cannot pass for it)."""
+
+
+def collections_so_far():
+    """How many collections the interpreter has run, of every generation
+    (``gc.get_stats()``: counters in the collector itself, which no callback
+    or patch of the file's reaches, and which a collection started from any
+    thread raises)."""
+    return sum(generation["collections"] for generation in gc.get_stats())
+
+
+class CollectorOff:
+    """A measurement's watch on the collector that it switched off:
+    ``check(where)`` raises ``CollectorRun`` when a collection has run since
+    the watch began (or since the last ``restart()``), and ``tracked()``
+    is how many objects of the kinds the collector tracks were made and not
+    freed since then (the collector's own count of allocations, which only a
+    collection resets: while it is off, a graph that stays alive keeps
+    raising it, whatever its classes are)."""
+
+    def __init__(self):
+        self.restart()
+
+    def restart(self):
+        self._collections, self._allocated = collections_so_far(), gc.get_count()[0]
+
+    def check(self, where):
+        ran = collections_so_far() - self._collections
+        if ran:
+            raise CollectorRun(
+                f"the file ran the cyclic collector itself (gc.collect()) while the measurement "
+                f"had it off ({ran} collection{'s' if ran != 1 else ''} {where}): what it would "
+                "count was freed by the collector, not by reference counting")
+
+    def tracked(self):
+        return gc.get_count()[0] - self._allocated
+
+
 def configure(*, batches):
     """Set how many batches the training records of later benches have."""
     if int(batches) < 2:
@@ -100,11 +142,27 @@ class Bench:
 
     @cached_property
     def record(self):
-        """``record_training`` for ``self.batches`` batches, collector off."""
+        """``record_training`` for ``self.batches`` batches, collector off;
+        ``tracked_objects`` (one figure per batch, after it: the objects of
+        the kinds that the collector tracks made since the first batch ended,
+        whatever their classes) is set on it. ``CollectorRun`` when the file
+        collects between the first batch's end and the last's."""
+        tracked = np.zeros(self.batches, dtype=np.int64)
+        watch = []
+
+        def after_batch(done, total):  # (the record's own collections come before and after)
+            if not watch:
+                watch.append(CollectorOff())
+            watch[0].check(f"during batches 2 to {done}")
+            tracked[done - 1] = watch[0].tracked()
+
         try:
-            return record_training(self.module, batches=self.batches, gc_enabled=False, rss=False)
+            record = record_training(self.module, batches=self.batches, gc_enabled=False,
+                                     rss=False, on_batch=after_batch)
         finally:
             forget_graphs(self.module)  # the record keeps the figures, not the objects
+        record.tracked_objects = tracked
+        return record
 
     @cached_property
     def graph_size(self):
@@ -114,11 +172,13 @@ class Bench:
         workload = Workload(self.module)
         try:
             with collector(False):
+                watch = CollectorOff()
                 before = count_live_objects(self.module)["total"]
                 loss = workload.loss(0)
                 loss.backward()
                 made = count_live_objects(self.module)["total"] - before
                 del loss
+                watch.check("during one batch")
         finally:
             forget_graphs(self.module)
         return made
@@ -127,14 +187,24 @@ class Bench:
         """Run ``batches`` with the collector off, then let it collect once
         and return how many Variables and Functions it had to free
         (DEBUG_SAVEALL keeps them in ``gc.garbage`` so that we can look)."""
+        return self.found_by_collector(batches)[0]
+
+    def found_by_collector(self, batches=20):
+        """``(framework objects, others)``: what the collection after
+        ``batches`` batches with the collector off had to free: how many
+        Variables and Functions, and ``{type name: how many}`` of every other
+        object (a graph made of classes other than the two the file names
+        is a graph all the same)."""
         module = self.module
         gc.collect()
         callbacks = list(gc.callbacks)
         with collector(False):
             try:
+                watch = CollectorOff()
                 workload = Workload(module)
                 for i in range(batches):
                     workload.train_step(i)
+                watch.check(f"during {batches} batches")
                 classes = (module.Variable, module.Function)
                 # No callback of anyone's runs in this collection (one could
                 # empty gc.garbage before it is read), and what it saved is
@@ -143,7 +213,12 @@ class Bench:
                 gc.set_debug(gc.DEBUG_SAVEALL)
                 gc.collect()
                 saved = list(gc.garbage)
-                return sum(1 for obj in saved if is_instance(obj, classes))
+                others = {}
+                for obj in saved:
+                    if not is_instance(obj, classes):
+                        name = type(obj).__name__
+                        others[name] = others.get(name, 0) + 1
+                return sum(1 for obj in saved if is_instance(obj, classes)), others
             finally:
                 gc.set_debug(0)
                 gc.garbage.clear()

@@ -19,17 +19,28 @@ ROOT = Path("/sys/fs/cgroup")
 
 
 def _own_path(controller):
-    """The checker's cgroup in the hierarchy of ``controller`` ("memory" for
-    v1, "" for the unified v2 hierarchy), from /proc/self/cgroup, or None."""
+    """The checker's cgroup in the hierarchy of ``controller`` ("memory" or
+    "cpu" for v1, a hierarchy that may hold others with it, such as
+    "cpu,cpuacct"; "" for the unified v2 hierarchy), from /proc/self/cgroup,
+    or None."""
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
         return None
     for line in lines:
         _, controllers, path = line.split(":", 2)
-        if controllers.split(",") == [controller] if controller else controllers == "":
+        if controller in controllers.split(",") if controller else controllers == "":
             return path
     return None
+
+
+#: The scheduler's period (microseconds) over which a cgroup's processor quota counts.
+CPU_PERIOD_US = 100_000
+
+
+def _cpu_max(processors):
+    """cgroup v2's ``cpu.max`` for ``processors`` processors' worth of time."""
+    return f"{int(processors * CPU_PERIOD_US)} {CPU_PERIOD_US}"
 
 
 class MemoryCgroup:
@@ -40,10 +51,13 @@ class MemoryCgroup:
         self._procs = str(folder / "cgroup.procs")
 
     @classmethod
-    def create(cls, limit_bytes, name):
+    def create(cls, limit_bytes, name, processors=None):
         """A new cgroup named ``name`` under the checker's own, limited to
         ``limit_bytes`` of memory (swap included), or None where none can
-        be made here."""
+        be made here. ``processors``: in cgroup v2, where the checker's
+        cgroup hands its children the cpu controller, also at most so many
+        processors' worth of time (v1 has a hierarchy of its own for that:
+        ``CpuCgroup``)."""
         for version, top, controller in ((1, ROOT / "memory", "memory"), (2, ROOT, ""),
                                          (2, ROOT / "unified", "")):
             own = _own_path(controller)
@@ -63,6 +77,8 @@ class MemoryCgroup:
                 else:
                     made._write("memory.max", limit_bytes)
                     made._write("memory.swap.max", 0, missing_ok=True)
+                    if processors:
+                        made._write("cpu.max", _cpu_max(processors), missing_ok=True)
             except OSError:
                 made.remove()
                 continue
@@ -124,3 +140,63 @@ class MemoryCgroup:
                 if time.monotonic() > deadline:
                     return
                 time.sleep(0.01)
+
+
+class CpuCgroup:
+    """One cgroup of cgroup v1's ``cpu`` hierarchy that holds one sandbox.
+
+    The scheduler shares the processors between cgroups, and between the
+    sessions of the cgroup at the top (its *autogroups*): without one, a
+    submission that started 60 busy processes, each in a session of its
+    own (``setsid``), held 60 shares against a classmate's check's one, and
+    made it take four times as long under ``grade --jobs 2`` (until its time
+    limit ran out, on a larger stage). In a cgroup of its own, the whole
+    tree counts once, and gets at most ``processors`` processors' worth of
+    time (a worker runs one thread of Python and NumPy's one of BLAS).
+    """
+
+    def __init__(self, folder):
+        self.folder = folder
+
+    @classmethod
+    def create(cls, processors, name):
+        """A new cgroup named ``name`` under the checker's own in the ``cpu``
+        hierarchy, with a quota of ``processors`` processors, or None where
+        none can be made here (no v1 ``cpu`` hierarchy: cgroup v2 sets it on
+        the ``MemoryCgroup``; an ordinary user)."""
+        own = _own_path("cpu")
+        top = ROOT / "cpu"
+        if own is None or not (top / own.lstrip("/") / "cpu.cfs_quota_us").exists():
+            return None
+        folder = top / own.lstrip("/") / name
+        try:
+            folder.mkdir()
+        except OSError:
+            return None
+        made = cls(folder)
+        try:
+            (folder / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
+            (folder / "cpu.cfs_quota_us").write_text(str(int(processors * CPU_PERIOD_US)))
+        except OSError:
+            made.remove()
+            return None
+        return made
+
+    def enter(self):
+        """Move the calling process into the cgroup (between fork and exec,
+        as ``MemoryCgroup.enter``)."""
+        fd = os.open(str(self.folder / "cgroup.procs"), os.O_WRONLY)
+        try:
+            os.write(fd, b"%d" % os.getpid())
+        finally:
+            os.close(fd)
+
+    def processes(self):
+        """The pids in the cgroup."""
+        try:
+            text = (self.folder / "cgroup.procs").read_text()
+        except OSError:
+            return []
+        return [int(pid) for pid in text.split() if pid.isdigit()]
+
+    remove = MemoryCgroup.remove

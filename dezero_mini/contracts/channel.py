@@ -15,6 +15,12 @@ import json
 import os
 import secrets
 
+#: The longest line that the reader waits for (the worker's longest event is a few KiB):
+#: a longer one is tampering, said at once. Without a bound, a file that wrote
+#: gigabytes without a newline on the channel had the grading process copy them
+#: until its time limit ran out.
+MAX_LINE_BYTES = 1 << 20
+
 
 class Tampered(Exception):
     """A line on the result channel that the worker's checker did not sign."""
@@ -53,6 +59,12 @@ class Reader:
 
     def __init__(self, key):
         self._key, self._sequence = key, 0
+
+    def check_pending(self, pending):
+        """Raise ``Tampered`` when ``pending`` (what has come since the last
+        newline) is already longer than any line of the checker's."""
+        if len(pending) > MAX_LINE_BYTES:
+            raise Tampered(f"a line longer than {MAX_LINE_BYTES} bytes: {pending[:80]!r}")
 
     def read(self, line):
         try:

@@ -173,22 +173,51 @@ def _code_file(obj):
     return code.co_filename if code is not None else None
 
 
+def _class_files(cls):
+    """The files of the code of the methods that class ``cls`` itself defines."""
+    files = {_code_file(member) for member in vars(cls).values()
+             if callable(member) or isinstance(member, (staticmethod, classmethod))}
+    return {Path(f).resolve().as_posix() for f in files if f}
+
+
+def _true_ancestors(cls):
+    """The classes that ``cls`` really derives from (the bases it was made
+    with, and theirs: no metaclass's ``mro()`` answers), itself left out."""
+    from dezero_mini.memory.true_types import _TRUE_BASES
+
+    found, stack = [], list(_TRUE_BASES(cls))
+    while stack:
+        current = stack.pop()
+        if all(current is not seen for seen in found):
+            found.append(current)
+            stack.extend(_TRUE_BASES(current))
+    return found
+
+
 def borrowed_names(module, path, names):
     """{name: where it comes from} for each of ``names`` that ``module`` (the
     learner's file at ``path``, loaded) holds but did not define: a class of
-    another module, or a function whose code is in another file."""
+    another module, or one that derives from a class whose code is in another
+    file (``class Variable(dezero_mini.Variable): pass`` is the package's
+    framework under the file's name), or a function whose code is in another file."""
     own_file, found = str(Path(path).resolve()), {}
+    own = {Path(own_file).as_posix()}
     for name in names:
         obj = getattr(module, name, None)
         if obj is None:
             continue
         if inspect.isclass(obj):
-            files = {_code_file(member) for member in vars(obj).values()
-                     if callable(member) or isinstance(member, (staticmethod, classmethod))}
-            files = {Path(f).resolve().as_posix() for f in files if f}
-            if obj.__module__ != module.__name__ or files - {Path(own_file).as_posix()}:
-                where = sorted(files - {Path(own_file).as_posix()}) or [obj.__module__]
+            files = _class_files(obj)
+            if obj.__module__ != module.__name__ or files - own:
+                where = sorted(files - own) or [obj.__module__]
                 found[name] = f"the class comes from {where[0]}"
+                continue
+            for ancestor in _true_ancestors(obj):
+                elsewhere = sorted(_class_files(ancestor) - own)
+                if elsewhere:
+                    found[name] = (f"the class derives from {ancestor.__qualname__}, whose code "
+                                   f"is in {elsewhere[0]}")
+                    break
         elif callable(obj):
             where = _code_file(obj)
             if where is None:
@@ -197,4 +226,37 @@ def borrowed_names(module, path, names):
                     found[name] = f"it is a {kind.__module__}.{kind.__qualname__}"
             elif Path(where).resolve() != Path(own_file):
                 found[name] = f"its code is in {where}"
+    return found
+
+
+def foreign_results(module):
+    """{name: what it returned} for each of the framework's functions that,
+    on a small graph of the file's own Variables, returns an object that is
+    not one of the file's Variables (by its real type): a file whose
+    functions wrap another framework's (``def add(a, b): return
+    dezero_mini.add(a, b)``), or build their graph of other classes than the
+    ones the checker counts, hands in work that is not its own, and its
+    counts of live objects would be of nothing. Empty when every function
+    returns the file's Variables, or when the graph cannot be built (the
+    contracts then say why, each in its place)."""
+    import numpy as np
+
+    from dezero_mini.memory.true_types import is_instance
+
+    Variable = getattr(module, "Variable", None)
+    try:
+        x, W = Variable(np.ones((4, 3))), Variable(np.full((3, 2), 0.5))
+        h = module.matmul(x, W)
+        s = module.sigmoid(h)
+        results = {"matmul": h, "sigmoid": s, "sum": module.sum(s), "add": module.add(s, s),
+                   "mul": module.mul(s, s),
+                   "mean_squared_error": module.mean_squared_error(s, Variable(np.zeros((4, 2))))}
+    except Exception:
+        return {}
+    found = {}
+    for name, value in results.items():
+        if not is_instance(value, (Variable,)):
+            kind = type(value)
+            found[name] = f"{kind.__module__}.{kind.__qualname__}" + (
+                ", a class of the same name" if kind.__qualname__ == "Variable" else "")
     return found

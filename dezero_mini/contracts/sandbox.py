@@ -4,7 +4,8 @@ A learner's file runs in a worker process that the checker must be able to
 stop, whatever the file does. ``start_worker(..., sandboxed=True)`` starts
 it in bubblewrap's sandbox (``bubblewrap.sandbox_command``: namespaces of
 its own, a read-only file system, a throwaway uid), its whole process tree
-in a memory cgroup where one can be made (``cgroup.MemoryCgroup``), under
+in a memory cgroup where one can be made (``cgroup.MemoryCgroup``), and one
+of the processor's (``cgroup.CpuCgroup``: one share, one processor at most), under
 the limits below; ``end_worker`` kills the sandbox's PID namespace. Where
 bubblewrap cannot run, ``start_worker`` starts it
 
@@ -79,6 +80,11 @@ class Limits:
     #: kernel does not apply it to root (measured: root forks under a limit of
     #: 1): grade as an ordinary user for it to hold.
     extra_processes: int = 64
+    #: Processors' worth of time that the worker's whole tree may take, in
+    #: the sandbox where a cgroup can be made (``cgroup.CpuCgroup``): the worker
+    #: runs one thread (BLAS on one too), and a tree of busy processes cannot
+    #: take the processors of a classmate's check graded beside it.
+    processors: float = 1.0
 
 
 def _user_task_count():
@@ -327,7 +333,8 @@ class Worker:
     """A started worker: ``process`` (the ``Popen`` that this checker
     waits for: bwrap in the sandbox, the worker itself without), ``pid``
     (the worker's, for SIGUSR1), ``sandboxed``, ``cgroup`` (a
-    ``MemoryCgroup`` or None) and ``scratch`` (its folder on the machine,
+    ``MemoryCgroup`` or None), ``cpu_cgroup`` (a ``CpuCgroup`` or None:
+    cgroup v1's processor share) and ``scratch`` (its folder on the machine,
     without the sandbox; in it, a private /tmp). In the sandbox, ``root``
     is the PID namespace's init (bwrap's), whose death ends every process
     of the namespace, and the worker is the namespace's pid 2. ``stdin``
@@ -336,9 +343,9 @@ class Worker:
     #: Seconds between two searches of /proc for the tree's processes (without a cgroup).
     TREE_EVERY = 1.0
 
-    def __init__(self, process, root, *, sandboxed, cgroup=None, scratch=None):
+    def __init__(self, process, root, *, sandboxed, cgroup=None, scratch=None, cpu_cgroup=None):
         self.process, self.root, self.sandboxed = process, root, sandboxed
-        self.cgroup, self.scratch = cgroup, scratch
+        self.cgroup, self.scratch, self.cpu_cgroup = cgroup, scratch, cpu_cgroup
         self.stdin, self.stdout = process.stdin, process.stdout
         self._pid = None if sandboxed else root
         self._tree, self._tree_read_at = {root}, 0.0
@@ -370,12 +377,31 @@ class Worker:
 
     def memory(self):
         """The memory of the whole tree, in bytes, or None: the sum of its
-        processes' resident sizes. (Not the cgroup's charge, which bounds the
+        processes' resident sizes, and in the sandbox the bytes of the files
+        in its private ``/tmp``, which is memory (a tmpfs) that no process's
+        resident size shows: a file that kept 1 MiB a batch there passed the
+        flat-memory cross-check. (Not the cgroup's charge, which bounds the
         tree but also counts the page cache of every file it reads: the
         stages' memory budgets are resident sizes.)"""
         pids = self.cgroup.processes() if self.cgroup is not None else self.processes()
         sizes = [size for size in map(resident_bytes, pids) if size is not None]
-        return sum(sizes) if sizes else None
+        if not sizes:
+            return None
+        return sum(sizes) + (self.scratch_memory() or 0)
+
+    def scratch_memory(self):
+        """The bytes used in the sandbox's private ``/tmp`` (a tmpfs), read
+        through the sandbox's root as ``/proc`` shows it; None without the
+        sandbox (its scratch folder is on a disk) or once it has ended."""
+        if not self.sandboxed:
+            return None
+        from dezero_mini.contracts.bubblewrap import SANDBOX_HOME
+
+        try:
+            usage = os.statvfs(f"/proc/{self.root}/root{SANDBOX_HOME}")
+        except OSError:
+            return None
+        return (usage.f_blocks - usage.f_bfree) * usage.f_frsize
 
     def memory_killed(self):
         """Whether the kernel killed a process of the tree for its cgroup's limit
@@ -433,8 +459,9 @@ def end_worker(worker, grace=0.0):
             os.killpg(process.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-        for pid in worker.cgroup.processes() if worker.cgroup is not None else ():
-            _kill(pid)
+        for each in (worker.cgroup, worker.cpu_cgroup):
+            for pid in each.processes() if each is not None else ():
+                _kill(pid)
         try:
             code = process.wait(timeout=10)
         except subprocess.TimeoutExpired:  # unkillable (a process in the kernel): give up on it
@@ -444,6 +471,8 @@ def end_worker(worker, grace=0.0):
     if worker.cgroup is not None:
         worker._memory_kills = worker.cgroup.memory_kills()  # (its files go with it)
         worker.cgroup.remove()
+    if worker.cpu_cgroup is not None:
+        worker.cpu_cgroup.remove()
     if worker.scratch is not None:
         remove_scratch(worker.scratch)
     return code
@@ -519,22 +548,24 @@ SANDBOX_START_TIMEOUT = 30.0
 
 def _start_sandboxed(worker_argv, limits, pass_fds, readable):
     from dezero_mini.contracts.bubblewrap import SANDBOX_HOME, sandbox_command
-    from dezero_mini.contracts.cgroup import MemoryCgroup
+    from dezero_mini.contracts.cgroup import CpuCgroup, MemoryCgroup
 
     as_root = os.geteuid() == 0
     # Root's worker runs as a uid of its own: RLIMIT_NPROC counts its tasks only.
     processes = limits.extra_processes if as_root else (
         _user_task_count() + limits.extra_processes if limits.extra_processes else 0)
-    cgroup = MemoryCgroup.create(limits.memory_mib * MIB,
-                                 f"dezero_mini_worker_{os.getpid()}_{next(_cgroup_numbers)}")
+    name = f"dezero_mini_worker_{os.getpid()}_{next(_cgroup_numbers)}"
+    cgroup = MemoryCgroup.create(limits.memory_mib * MIB, name, processors=limits.processors)
+    cpu_cgroup = CpuCgroup.create(limits.processors, name)
     info_read, info_write = os.pipe()
     command = sandbox_command(worker_argv, readable=[package_folder(), *readable],
                               info_fd=info_write, as_root=as_root,
                               tmp_bytes=None if cgroup else limits.file_size_mib * MIB * 4)
 
     def contain():  # in the child, between fork and exec
-        if cgroup is not None:
-            cgroup.enter()
+        for each in (cgroup, cpu_cgroup):
+            if each is not None:
+                each.enter()
         _set_limits(limits, processes)
 
     try:
@@ -544,15 +575,16 @@ def _start_sandboxed(worker_argv, limits, pass_fds, readable):
             pass_fds=(*pass_fds, info_write), preexec_fn=contain)
     except BaseException:
         os.close(info_read)
-        if cgroup is not None:
-            cgroup.remove()
+        for each in (cgroup, cpu_cgroup):
+            if each is not None:
+                each.remove()
         raise
     finally:
         os.close(info_write)
     # Without a pid (bwrap failed before it made the namespace; what it said
     # is the output), the tree's root is bwrap itself.
     return Worker(process, _namespace_init_pid(info_read) or process.pid, sandboxed=True,
-                  cgroup=cgroup)
+                  cgroup=cgroup, cpu_cgroup=cpu_cgroup)
 
 
 _cgroup_numbers = itertools.count()

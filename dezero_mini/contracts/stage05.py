@@ -3,7 +3,7 @@ import weakref
 
 import numpy as np
 
-from dezero_mini.contracts import Measurement, Stage
+from dezero_mini.contracts import Measurement, Stage, plainly_equal
 from dezero_mini.memory.inference import measure_inference
 from dezero_mini.memory.timeline import _function_classes
 
@@ -115,7 +115,7 @@ def using_config_nests(module):
         seen.append(module.Config.enable_backprop)
     seen.append(module.Config.enable_backprop)
     module.Config.enable_backprop = True
-    return Measurement(passed=seen == [True, False, True],
+    return Measurement(passed=plainly_equal(seen, [True, False, True]),
                        expected="inner True, outer False, after True",
                        measured=f"inner {seen[0]}, outer {seen[1]}, after {seen[2]}")
 

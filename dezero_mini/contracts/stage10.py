@@ -12,7 +12,7 @@ import weakref
 
 import numpy as np
 
-from dezero_mini.contracts import Measurement, Stage
+from dezero_mini.contracts import Measurement, Stage, plainly_equal
 from dezero_mini.contracts.bench import array
 from dezero_mini.memory.depth import DeepChain, sqrt_segments, step_peak
 from dezero_mini.memory.refgraph import format_bytes
@@ -105,7 +105,8 @@ def runs_once_without_the_graph_and_once_with(module):
     module.sum(y).backward()
     expected_grad = 2 * x.data * (1 - np.tanh(x.data ** 2) ** 2)
     right = x.grad is not None and np.allclose(array(x.grad), expected_grad)
-    passed = after_forward == [False] and modes == [False, True] and right
+    passed = (plainly_equal(after_forward, [False]) and plainly_equal(modes, [False, True])
+              and right)
     return Measurement(
         passed=passed,
         expected="enable_backprop False in the forward call, True in the one call of "

@@ -200,6 +200,52 @@ def _read(path, needed):
     return None, fingerprint
 
 
+#: Seconds that the look at what the file's functions return may take: a file
+#: whose code hangs on that small graph hangs in the contracts too, where the
+#: report says where (a loop on one shape must not become a hang of loading).
+FOREIGN_CHECK_SECONDS = 2.0
+
+
+class _OutOfTime(Exception):
+    """Raised by ``_within``'s timer in the code it bounds."""
+
+
+def _within(seconds, function, *arguments):
+    """``function(*arguments)``, or ``{}`` when it raises or takes more than
+    ``seconds`` (a timer's signal interrupts the file's Python code)."""
+    def out_of_time(signum, frame):
+        raise _OutOfTime
+
+    previous = signal.signal(signal.SIGALRM, out_of_time)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        return function(*arguments)
+    except BaseException:  # (whatever the file's code raised: the contracts will say it)
+        return {}
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def load_earlier_stages(number):
+    """Load the course's step files of the stages before ``number`` (those
+    that the sandbox shows) and return their module names. A contract that
+    measures against an earlier stage (stage 04's backward peak against
+    stage 03's) finds it in ``sys.modules`` by its name: loaded here, before
+    the learner's file, and sealed, it cannot be a module that the file put
+    there (a stage 03 made heavier passed stage 04's comparison)."""
+    from dezero_mini.contracts.bubblewrap import visible_step_files
+    from dezero_mini.memory.stages import load_stage, steps_dir
+
+    names = []
+    for path in visible_step_files(number, steps_dir()):
+        try:
+            names.append(load_stage(Path(path).stem).__name__)
+        except Exception:  # (a contract that needs it fails on its own, with the reason)
+            continue
+    return tuple(names)
+
+
 def main(argv):
     path, number, batches = Path(argv[0]).resolve(), int(argv[1]), int(argv[2])
     channel_fd, stack_fd, names = int(argv[3]), int(argv[4]), argv[5:]
@@ -211,15 +257,16 @@ def main(argv):
     os.close(null)
 
     from dezero_mini.contracts import Contract, contracts_at, missing_names, names_needed_at
-    from dezero_mini.contracts.bench import configure
+    from dezero_mini.contracts.bench import CollectorRun, configure
     from dezero_mini.contracts.channel import Writer
-    from dezero_mini.contracts.provenance import borrowed_names
+    from dezero_mini.contracts.provenance import borrowed_names, foreign_results
     from dezero_mini.memory.probes import TracesCleared
     from dezero_mini.memory.stages import load_stage_file
     import dezero_mini.memory  # noqa: F401  (every instrument, imported before the file)
 
     needed = names_needed_at(number)
     refusal, fingerprint = _read(path, needed)
+    earlier_stages = load_earlier_stages(number)
 
     # Everything alive now is the checker's modules (the instruments, NumPy,
     # the course's modules): moved out of the collector's generations, it is
@@ -240,7 +287,7 @@ def main(argv):
     check = Contract.check  # the function itself: a patched class attribute does not reach it
     needed = names_needed_at(number)
     faulthandler.register(signal.SIGUSR1, file=stack_fd, all_threads=True)
-    seal = Seal()
+    seal = Seal(SEALED_MODULES + earlier_stages)
 
     def broken():
         # A file that freezes its objects (gc.freeze) takes them out of every
@@ -295,6 +342,16 @@ def main(argv):
             f"{path.name} does not define {', '.join(borrowed)} itself ({name}: {where}): "
             "a submission must define the stage's classes and functions in the file"))
         return 2
+    foreign = {} if missing else _within(FOREIGN_CHECK_SECONDS, foreign_results, module)
+    if broken():
+        foreign = {}  # (said below, after the first contract, as tampering)
+    if foreign:
+        name, kind = next(iter(foreign.items()))
+        send(event="error", message=(
+            f"{path.name}'s {', '.join(foreign)} return{'s' if len(foreign) == 1 else ''} "
+            f"objects of another class than its own Variable ({name}: a {kind}): a submission "
+            "must compute with the classes it defines"))
+        return 2
     send(event="loaded")
 
     for name in names:
@@ -308,7 +365,7 @@ def main(argv):
             result = dict(passed=bool(found.passed), expected=str(found.expected),
                           measured=str(found.measured), error=None)
         except BaseException as error:  # the learner's code may raise anything, even SystemExit
-            if type(error) is TracesCleared:  # (its real type: a class of the file's cannot pass)
+            if type(error) in (TracesCleared, CollectorRun):  # (its real type: a class of the file's cannot pass)
                 send(event="tampered", message=f"while {name} ran, {error}")
                 return 2
             result = dict(passed=False, expected=by_name[name].summary,

@@ -15,6 +15,7 @@ from dezero_mini.atomic import not_a_file
 from dezero_mini.contracts import stages
 from dezero_mini.contracts.scoring import display_points
 from dezero_mini.hints import command_line
+from dezero_mini.printable import printable
 
 
 @dataclass
@@ -84,7 +85,14 @@ def progress(folder, check, on_stage=None, jobs=1, stop=None):
 
 
 def progress_line(item):
-    """One line for a stage: what is there, what passes, what fails."""
+    """One line for a stage: what is there, what passes, what fails. The
+    names of the learner's files and what the file raised are in it: its
+    control characters are shown as escapes (``printable``), so that a file
+    name or an exception cannot redraw the terminal."""
+    return printable(_progress_text(item), newlines=False)
+
+
+def _progress_text(item):
     head = f"stage {item.number:02d} {item.title:<18}"
     if item.file is None:
         return f"{head}  {item.note or 'not started'}: {command_line('start', item.number)}"
