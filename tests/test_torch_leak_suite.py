@@ -50,6 +50,23 @@ CASES = [
     ("leak_momentum_history.py", LEAK, "penalty_sum (a global"),
     ("leak_weight_snapshots.py", LEAK, "snapshots (a global"),
     ("leak_partial_callbacks.py", LEAK, "pending_logs (a global"),
+    # Holders the walk once misnamed or missed, each one of a family: a
+    # functools cache, a suspended generator or coroutine frame, a hook dict
+    # on a tensor or a module, a custom Function's ctx, a .grad kept in C++,
+    # log records, a threading.local, a ContextVar.
+    ("leak_lru_cache_predict.py", LEAK, "the lru_cache of predict() (a global"),
+    ("leak_generator_running_mean.py", LEAK,
+     "total (a local of the suspended generator running_mean()"),
+    ("leak_async_logger_task.py", LEAK,
+     "total (a local of the suspended coroutine average_losses()"),
+    ("leak_param_hook_every_step.py", LEAK, "model[0].weight._backward_hooks (a global"),
+    ("leak_forward_hook_every_step.py", LEAK, "model[1]._forward_hooks (a global"),
+    ("leak_autograd_function_ctx.py", LEAK, "ClampGrad.calls (a global"),
+    ("leak_create_graph_grad.py", LEAK, ".grad"),  # model[i].weight or .bias
+    ("leak_logging_handler.py", LEAK, "buffered.buffer (a global"),
+    ("leak_threading_local.py", LEAK, "state.losses (a global"),
+    ("leak_contextvar.py", LEAK, "recent_losses (the value of the ContextVar"),
+    ("leak_defaultdict_per_epoch.py", LEAK, "epoch_losses (a global"),
     ("clean_total_loss_item.py", CLEAN, None),
     ("clean_detached_cache.py", CLEAN, "outputs_kept (a global"),
     ("clean_no_grad_eval.py", CLEAN, "checks (a global"),
@@ -68,7 +85,28 @@ CASES = [
     ("clean_torch_via_helper.py", CLEAN, None),
     ("clean_then_crash.py", 1, None),
     ("clean_param_hook_removed.py", CLEAN, None),
+    ("clean_lru_cache_item.py", CLEAN, None),
+    ("clean_generator_running_mean.py", CLEAN, None),
+    ("clean_forward_hook_once.py", CLEAN, None),
+    ("clean_autograd_function.py", CLEAN, None),
+    ("clean_logging_item.py", CLEAN, None),
+    ("clean_weak_value_cache.py", CLEAN, None),
 ]
+
+#: The fix each holder kind of the families above gets (a substring of the
+#: report's first "fix:" line).
+FIXES = {
+    "leak_lru_cache_predict.py": "`predict.cache_clear()`",
+    "leak_generator_running_mean.py": "`total += loss.item()`",
+    "leak_async_logger_task.py": "`total += loss.item()`",
+    "leak_param_hook_every_step.py": "`handle.remove()`",
+    "leak_forward_hook_every_step.py": "register the hook once, before the loop",
+    "leak_autograd_function_ctx.py": "not `ctx` itself",
+    "leak_create_graph_grad.py": "set_to_none=True",
+    "leak_logging_handler.py": "log numbers (`loss.item()`)",
+    "leak_threading_local.py": "store numbers (`.item()`)",
+    "leak_contextvar.py": ".reset(token)",
+}
 
 
 @pytest.fixture(scope="module")
@@ -93,6 +131,9 @@ def test_each_script_gets_its_verdict_and_holder(torch, capsys, script, status, 
         assert named.startswith(holder) or holder in named.split(" (a ")[0], out
     if leaking:
         assert "growth per step: +" in out and "autograd nodes that outlive their step" in out
+    if script in FIXES:
+        first_fix = next(line for line in out.splitlines() if line.startswith("  fix: "))
+        assert FIXES[script] in first_fix, out
     failed = status not in (LEAK, CLEAN) or script.endswith("_crash.py")
     assert ("judged above" in err) == failed, err
     if "crash" in script:  # the script's own error comes after the verdict

@@ -38,6 +38,31 @@ PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 def fix_for(holder):
     """The fix that fits a ``Holder``."""
     path = holder.path
+    if holder.kind == "cache":
+        function = path.rpartition(" of ")[2].rstrip("()")
+        return ("cache numbers (`.item()`) or detached tensors (`.detach()`), or call "
+                f"`{function}.cache_clear()` once a result is used: an lru_cache keeps every "
+                "result it returned, each with its graph")
+    if holder.kind == "hook":
+        return ("keep the handle that `register_..._hook` returns and call `handle.remove()` "
+                "once the hook has run, or register the hook once, before the loop: every "
+                f"hook stays in {path}, with the tensors it refers to")
+    if holder.kind == "log":
+        return (f"log numbers (`loss.item()`), not tensors: a LogRecord keeps its arguments "
+                f"until it is formatted, and {path} keeps its records until it is flushed")
+    if holder.kind == "node":
+        return ("keep numbers or detached tensors taken from `ctx`, not `ctx` itself: the "
+                "ctx of a custom autograd.Function is the node of its call's graph and keeps "
+                "what it saved and the graph behind it")
+    if holder.kind == "grad":
+        return ("after `backward(create_graph=True)`, set the gradients to None "
+                "(`optimizer.zero_grad(set_to_none=True)`; zeroing `.grad.data` keeps the "
+                "graph), or take them with `torch.autograd.grad(..., create_graph=True)`: a "
+                f"`.grad` with a graph adds every step's graph to {path}")
+    if holder.kind == "contextvar":
+        return (f"set numbers (`.item()`) or detached tensors into the ContextVar {path}, or "
+                f"reset it (`token = {path}.set(value)` ... `{path}.reset(token)`): the running "
+                "context keeps its value")
     if holder.kind == "exception":
         return ("keep `traceback.format_exc()` (a string), not the exception, its traceback or "
                 "`sys.exc_info()`: their frames keep every local of the step alive")
@@ -97,7 +122,13 @@ def _saved_bytes(finding):
 def _holder_lines(finding, what):
     lines = []
     for holder in finding.holders:
-        lines.append(f"{holder.path} ({holder.root}) {what}: {holder.links}")
+        root = holder.root
+        if holder.held_by:  # a suspended generator or coroutine: what holds it
+            root += f", held by {holder.held_by}"
+        size = ""
+        if holder.size is not None:
+            size = f" ({holder.size} {'hooks' if holder.kind == 'hook' else 'results'} now)"
+        lines.append(f"{holder.path} ({root}){size} {what}: {holder.links}")
         for file_name, line, code in holder.lines:
             lines.append(f"  stored at {file_name}:{line}: {code}")
         if what.startswith("keeps the graphs"):
