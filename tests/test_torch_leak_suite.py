@@ -67,6 +67,11 @@ CASES = [
     ("leak_threading_local.py", LEAK, "state.losses (a global"),
     ("leak_contextvar.py", LEAK, "recent_losses (the value of the ContextVar"),
     ("leak_defaultdict_per_epoch.py", LEAK, "epoch_losses (a global"),
+    ("leak_tensor_dict_keys.py", LEAK, "step_of_output (a global"),
+    ("leak_param_group_history.py", LEAK, "optimizer.param_groups[0]['loss_history'] (a global"),
+    ("leak_module_partial_chain.py", LEAK, "model.on_epoch_end (a global"),
+    ("leak_global_forward_hook.py", LEAK,
+     "torch.nn.modules.module._global_forward_hooks (a global of torch.nn.modules.module)"),
     ("clean_total_loss_item.py", CLEAN, None),
     ("clean_detached_cache.py", CLEAN, "outputs_kept (a global"),
     ("clean_no_grad_eval.py", CLEAN, "checks (a global"),
@@ -91,6 +96,9 @@ CASES = [
     ("clean_autograd_function.py", CLEAN, None),
     ("clean_logging_item.py", CLEAN, None),
     ("clean_weak_value_cache.py", CLEAN, None),
+    ("clean_tensor_hook_on_output.py", CLEAN, None),
+    ("clean_contextvar_reset.py", CLEAN, None),
+    ("clean_defaultdict_items.py", CLEAN, None),
 ]
 
 #: The fix each holder kind of the families above gets (a substring of the
@@ -106,6 +114,8 @@ FIXES = {
     "leak_logging_handler.py": "log numbers (`loss.item()`)",
     "leak_threading_local.py": "store numbers (`.item()`)",
     "leak_contextvar.py": ".reset(token)",
+    "leak_tensor_dict_keys.py": "key step_of_output by a number",
+    "leak_global_forward_hook.py": "`handle.remove()`",
 }
 
 
@@ -114,8 +124,24 @@ def torch():
     return pytest.importorskip("torch", reason="PyTorch is not installed (make test-torch)")
 
 
+@pytest.fixture
+def global_hooks_restored(torch):
+    """The global module hooks as they were before the test: a script that
+    registers one (leak_global_forward_hook.py) must not reach the next."""
+    from torch.nn.modules import module
+
+    hooks = {name: dict(value) for name, value in vars(module).items()
+             if name.startswith("_global_") and name.endswith("hooks") and isinstance(value, dict)}
+    yield
+    for name, before in hooks.items():
+        current = getattr(module, name)
+        for key in [key for key in current if key not in before]:
+            del current[key]
+
+
 @pytest.mark.parametrize("script, status, holder", CASES, ids=[case[0] for case in CASES])
-def test_each_script_gets_its_verdict_and_holder(torch, capsys, script, status, holder):
+def test_each_script_gets_its_verdict_and_holder(torch, capsys, global_hooks_restored, script,
+                                                  status, holder):
     code = main(["leaks", "--steps", "12", str(SUITE / script)])
     captured = capsys.readouterr()
     out, err = captured.out, captured.err

@@ -59,6 +59,9 @@ def fix_for(holder):
                 "(`optimizer.zero_grad(set_to_none=True)`; zeroing `.grad.data` keeps the "
                 "graph), or take them with `torch.autograd.grad(..., create_graph=True)`: a "
                 f"`.grad` with a graph adds every step's graph to {path}")
+    if holder.kind == "key":
+        return (f"key {path} by a number (the step, an index) or a string, not by the tensor: "
+                "a tensor hashes by its identity, and a key keeps its tensor with its graph")
     if holder.kind == "contextvar":
         return (f"set numbers (`.item()`) or detached tensors into the ContextVar {path}, or "
                 f"reset it (`token = {path}.set(value)` ... `{path}.reset(token)`): the running "

@@ -18,6 +18,7 @@ script and its own modules that store into the holder's name.
 import ast
 import contextvars
 import dataclasses
+import functools
 import gc
 import re
 import sys
@@ -29,6 +30,10 @@ from pathlib import Path
 #: Frames of these packages are the watcher's or the library's, never a holder.
 MACHINERY = ("torch", "dezero_mini", "runpy", "importlib", "numpy", "_pytest", "pytest",
              "pluggy", "IPython", "ipykernel", "threading", "multiprocessing", "asyncio")
+#: Packages whose globals are never a root: the watcher's own and the test
+#: runner's (a library's globals are, the last resort: a hook dict of torch's).
+WATCHER = ("dezero_mini", "runpy", "importlib", "_pytest", "pytest", "pluggy", "IPython",
+           "ipykernel")
 #: A suspended generator, coroutine or async generator keeps its frame's locals
 #: without a frame on any stack: a holder is named as a local of its function.
 SUSPENDED = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
@@ -61,7 +66,7 @@ def _module_names(script_module):
     names = {}
     for name, module in list(sys.modules.items()):
         attributes = getattr(module, "__dict__", None)
-        if isinstance(attributes, dict) and not name.partition(".")[0] in MACHINERY:
+        if isinstance(attributes, dict) and not name.partition(".")[0] in WATCHER:
             names[id(attributes)] = f"a global of {name}"
     if script_module is not None:
         names[id(script_module.__dict__)] = (
@@ -103,7 +108,11 @@ def _root_of(item, child, modules, frames):
     if isinstance(item, SUSPENDED):
         return _suspended_root(item, child)
     if isinstance(item, dict) and id(item) in modules:
-        return modules[id(item)], _key_of(item, child)
+        module = modules[id(item)].removeprefix("a global of ")
+        key = _key_of(item, child)
+        if module.partition(".")[0] in MACHINERY:  # a library's: its full name
+            return modules[id(item)], f"{module}.{key}"
+        return modules[id(item)], key
     if isinstance(item, types.FrameType) and id(item) in frames:
         code = item.f_code
         name = next((key for key, value in item.f_locals.items() if value is child), "?")
@@ -388,6 +397,9 @@ def _label(holder, child):
     label = _tensor_attribute(holder, child)
     if label:
         return label
+    if isinstance(holder, functools.partial):
+        return next((f".{name}" for name in ("func", "args", "keywords")
+                     if getattr(holder, name) is child), ".<partial>")
     if isinstance(holder, types.MethodType):
         return ".__self__" if holder.__self__ is child else ".__func__"
     if isinstance(holder, types.TracebackType):
@@ -435,7 +447,7 @@ def describe(chain):
     """(the path of ``chain``: ``model.encoder.layers[1].attn.maps[3]``, the
     kinds of its links: ``Sequential -> list -> Tensor``)."""
     objects = chain.objects
-    path, kinds = str(chain.name), []
+    path, kinds, labels = str(chain.name), [], []
     if chain.parameter:  # the root is the parameter itself, named by its module
         kinds.append(type(objects[0]).__name__)
     attribute_dict = module_dict = False  # the link before reached an __dict__, a Module's dict
@@ -466,10 +478,42 @@ def describe(chain):
         attribute_dict = getattr(holder, "__dict__", None) is child or (
             isinstance(holder, type) and isinstance(child, dict))
         if not module_dict:
-            path += label
+            labels.append(label)
         if not (attribute_dict or module_dict or type(child).__name__ == "cell"):
             kinds.append(child.__name__ if isinstance(child, type) else type(child).__name__)
-    return path, " -> ".join(kinds)
+    return path + "".join(_linked_list_start(labels)), " -> ".join(_compressed(kinds))
+
+
+def _linked_list_start(labels):
+    """``labels`` cut where a run of the same one or two labels repeated three
+    times or more starts: the holder of a linked list (a callback wrapping
+    the one before: ``.keywords['previous']`` again and again) is where the
+    list starts."""
+    labels = [label for label in labels if label]
+    for start in range(len(labels)):
+        for size in (1, 2):
+            unit = labels[start:start + size]
+            if len(unit) == size and labels[start + size:start + 3 * size] == unit * 2:
+                return labels[:start]
+    return labels
+
+
+def _compressed(kinds):
+    """The kinds of a chain with a pair repeated in a row said once:
+    ``(partial -> dict) x7`` for a callback that wraps the one before."""
+    out, index = [], 0
+    while index < len(kinds):
+        pair = kinds[index:index + 2]
+        repeats = 1
+        while len(pair) == 2 and kinds[index + 2 * repeats:index + 2 * repeats + 2] == pair:
+            repeats += 1
+        if repeats > 2:
+            out.append(f"({pair[0]} -> {pair[1]}) x{repeats}")
+            index += 2 * repeats
+        else:
+            out.append(kinds[index])
+            index += 1
+    return out
 
 
 _MODULE_DICTS = ("_modules", "_buffers", "_parameters")
@@ -485,7 +529,8 @@ def holder_kind(chain):
     """What kind of holder ``chain`` goes through, for the fix: "exception",
     "cache" (an lru_cache's results), "hook" (a hook dict that gains a hook
     per step), "log" (log records), "node" (autograd nodes: a custom
-    Function's ctx), "grad" (a ``.grad`` with a graph), "contextvar", "buffer", "default", "closure",
+    Function's ctx), "grad" (a ``.grad`` with a graph), "key" (a dict's
+    keys), "contextvar", "buffer", "default", "closure",
     "container", "attribute" or "name"."""
     objects = chain.objects
     for holder, child in zip(objects, objects[1:]):
@@ -493,12 +538,15 @@ def holder_kind(chain):
             return "exception"
     if _cache_index(objects) is not None:
         return "cache"
-    if _hook_index(objects) is not None:
+    if _hook_index(objects, chain.name) is not None:
         return "hook"
     if _record_index(objects) is not None:
         return "log"
     if _is_node(objects[-1]):
         return "node"
+    if len(objects) > 1 and isinstance(objects[-2], dict) and \
+            _label(objects[-2], objects[-1]) == ".<a key>":
+        return "key"
     if any(_label(holder, child) == ".grad" for holder, child in zip(objects, objects[1:])):
         return "grad"
     if type(objects[0]).__name__ == "ContextVar":
@@ -534,7 +582,7 @@ def holder_path(chain, kind):
     objects = chain.objects
     cut = {"cache": _cache_index, "hook": _hook_index, "log": _record_index}.get(kind)
     if cut is not None:
-        index = cut(objects)
+        index = cut(objects, chain.name) if kind == "hook" else cut(objects)
         end = index + 1 if kind != "log" else index
         path = describe(dataclasses.replace(chain, objects=objects[:end]))[0]
         return f"the lru_cache of {path}()" if kind == "cache" else path
@@ -547,7 +595,7 @@ def holder_size(chain, kind):
     if kind == "cache":
         return objects[_cache_index(objects)].cache_info().currsize
     if kind == "hook":
-        return len(objects[_hook_index(objects)])
+        return len(objects[_hook_index(objects, chain.name)])
     return None
 
 
@@ -559,13 +607,14 @@ def _cache_index(objects):
     return None
 
 
-def _hook_index(objects):
+def _hook_index(objects, name=""):
     """The index of the hook dict (a module's ``_forward_hooks``, a tensor's
     ``_backward_hooks``) that holds the chain's leaked object through a hook
     and nothing that grows besides: a hook per step, never removed. None
     when there is none (a hook registered once whose list grows is that
     list's leak)."""
-    found = None
+    found = 1 if len(objects) > 2 and isinstance(objects[1], dict) and \
+        str(name).endswith("hooks") else None  # the root names the hook dict
     for index in range(1, len(objects) - 1):
         holder, child = objects[index - 1], objects[index]
         if isinstance(child, dict) and re.search(r"hooks'?\]?$", _label(holder, child)):
@@ -600,12 +649,17 @@ def _is_node(item):
     return isinstance(item, torch._C._FunctionBase)
 
 
-def container_of(path):
+def container_of(path, last=True):
     """The holder, not its item: ``snapshots[5][2]`` -> ``snapshots``,
-    ``pending[6].<partial>`` -> ``pending`` (the items' indices and the
-    unnamed objects between them come off the end)."""
-    shorter = re.sub(r"(\[[^\[\]]*\]|\.<[A-Za-z_][A-Za-z0-9_]*>)$", "", path)
-    return path if not shorter else shorter if shorter == path else container_of(shorter)
+    ``pending[6].args`` (a partial's) -> ``pending``, ``seen.<a key>`` ->
+    ``seen``, ``by_step['step3']`` -> ``by_step`` (the items' indices and the
+    unnamed objects between them come off the end; a key that names a
+    container on the way stays: ``group['history'][3]`` -> ``group['history']``)."""
+    index = r"\[[^\[\]]*\]" if last else r"\[(?!')[^\[\]]*\]"
+    shorter = re.sub(rf"({index}|\.<[A-Za-z_][A-Za-z0-9_ ]*>|"
+                     r"(?<=\])\.(?:args|keywords|func))$", "", path)
+    return path if not shorter else shorter if shorter == path else \
+        container_of(shorter, last=False)
 
 
 def last_name(path):
