@@ -70,6 +70,8 @@ CASES = [
     ("leak_tensor_dict_keys.py", LEAK, "step_of_output (a global"),
     ("leak_param_group_history.py", LEAK, "optimizer.param_groups[0]['loss_history'] (a global"),
     ("leak_module_partial_chain.py", LEAK, "model.on_epoch_end (a global"),
+    # Kept from C++: no Python object refers to the hook dict of an autograd node.
+    ("leak_node_hook_from_cpp.py", LEAK, "<a dict of "),
     ("leak_global_forward_hook.py", LEAK,
      "torch.nn.modules.module._global_forward_hooks (a global of torch.nn.modules.module)"),
     ("clean_total_loss_item.py", CLEAN, None),
@@ -116,6 +118,7 @@ FIXES = {
     "leak_contextvar.py": ".reset(token)",
     "leak_tensor_dict_keys.py": "key step_of_output by a number",
     "leak_global_forward_hook.py": "`handle.remove()`",
+    "leak_node_hook_from_cpp.py": "a hook registered on an autograd node",
 }
 
 

@@ -59,6 +59,10 @@ def fix_for(holder):
                 "(`optimizer.zero_grad(set_to_none=True)`; zeroing `.grad.data` keeps the "
                 "graph), or take them with `torch.autograd.grad(..., create_graph=True)`: a "
                 f"`.grad` with a graph adds every step's graph to {path}")
+    if holder.kind == "cpp":
+        return ("look for what keeps it from C++: a hook registered on an autograd node at "
+                "every step (keep its handle and call `handle.remove()`), a graph kept with "
+                "its saved tensors (`.detach()` what outlives the step)")
     if holder.kind == "key":
         return (f"key {path} by a number (the step, an index) or a string, not by the tensor: "
                 "a tensor hashes by its identity, and a key keeps its tensor with its graph")
@@ -159,9 +163,8 @@ def report_lines(finding, script_name, how):
             lines += _holder_lines(finding, "keeps the graphs of earlier steps")
         else:
             lines.append(f"no Python name holds the growing graph: {finding.tensors} tensors "
-                         f"with a graph reach {finding.nodes} autograd nodes of earlier steps "
-                         "(held in C++: a hook on a tensor, a graph saved by another graph, "
-                         "or an object the search could not name)")
+                         f"with a graph reach {finding.nodes} autograd nodes of earlier steps; "
+                         + (finding.unnamed or "the search could not name what holds them"))
         lines.append(
             f"growth per {series.unit}: {_per_step(growth.nodes)} autograd nodes that outlive "
             f"their step ({finding.nodes} kept), {_held_bytes(finding)}, "

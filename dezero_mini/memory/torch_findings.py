@@ -57,6 +57,15 @@ def find_holders(finding, census, script_module, consecutive):
     heads = _leaders(_held_by_python(reaching, (graph, plain, reaching, python_nodes, nodes)))
     heads.sort(key=lambda head: _node_of(head)._sequence_nr())  # the oldest first
     finding.holders = _holders(heads[:MAX_TARGETS], script_module)
+    if not finding.holders:  # what kind of object holds them, though no name does
+        finding.unnamed = (
+            "no Python object refers to them: PyTorch keeps them from C++ (saved by a graph "
+            "that something keeps, or by a hook of an autograd node)" if not heads else
+            f"{len(heads)} of them are referred to by Python objects ("
+            + ", ".join(sorted({type(item).__name__ for head in heads[:MAX_TARGETS]
+                                for item in gc.get_referrers(head)
+                                if not isinstance(item, (list, types.FrameType))}) or ["lists"])
+            + ") that no global, running frame, class or module reaches")
     # After the search for holders (the lists made here refer to the tensors).
     # Per step: the tensors with a graph made in the window that the holder
     # keeps, then what their graphs saved for backward besides them, each

@@ -55,6 +55,22 @@ class Chain:
     held_by: object = None
     #: the root is a module's parameter or buffer, named by its module
     parameter: bool = False
+    #: no Python object refers to the root: it is kept from C++
+    from_cpp: bool = False
+
+
+def _unnamed(item):
+    """How a report names an object that no Python object refers to:
+    ``<a dict of 12 hooks kept from C++>``, ``<a list kept from C++>``."""
+    if isinstance(item, dict) and item and all(callable(value) for value in item.values()):
+        return f"<a dict of {len(item)} hooks kept from C++>"
+    return f"<a {type(item).__name__} kept from C++>"
+
+
+#: The root of a chain whose top no Python object refers to.
+FROM_CPP = ("no Python object refers to it: kept from C++, by a hook on an autograd node "
+            "(`grad_fn.register_hook`), a tensor that a kept graph saved, or an extension's "
+            "object")
 
 
 def _machinery_frame(frame):
@@ -172,7 +188,17 @@ def holder_chains(leaked, script_module=None, limit=3, leave_out=()):
     parent_of = {}  # id(object) -> the object one step closer to the leaked one
     kept = {id(item): item for item in frontier}
     ours.update((id(kept), id(frontier), id(leaked), id(parent_of)))
-    chains, roots_seen = [], set()
+    chains, roots_seen, orphans = [], set(), []
+    # The locals of every running frame (the watcher's too): never "from C++".
+    running = {id(item) for item in leaked}
+    for top in list(sys._current_frames().values()):
+        frame = top
+        while frame is not None:
+            names = frame.f_locals  # (a snapshot dict of the frame's: not from C++ either)
+            running.add(id(names))
+            running.update(id(value) for value in names.values())
+            frame = frame.f_back
+    ours.update((id(orphans), id(running)))
     first_found = None  # the layer where the first chain was found
     here = sys._getframe()
 
@@ -208,15 +234,17 @@ def holder_chains(leaked, script_module=None, limit=3, leave_out=()):
         # What refers to the frontier from C++, where the collector does not look.
         hidden = [(holder, item) for item in frontier for holder in in_cpp.get(id(item), ())]
         next_frontier = []
+        referred = set()  # ids of the frontier's objects that a Python object refers to
         for item, known_child in [(item, None) for item in referrers] + hidden:
             if id(item) in ours or _is_watcher_object(item, here):
-                continue
-            rooted = id(item) in modules or id(item) in frames or isinstance(item, SUSPENDED)
-            if id(item) in kept and not rooted:  # (a root may hold several paths)
                 continue
             children = [known_child] if known_child is not None else [
                 by_id[id(referent)] for referent in gc.get_referents(item)
                 if id(referent) in by_id]
+            referred.update(id(child) for child in children)
+            rooted = id(item) in modules or id(item) in frames or isinstance(item, SUSPENDED)
+            if id(item) in kept and not rooted:  # (a root may hold several paths)
+                continue
             if not children:
                 continue
             kept[id(item)] = item
@@ -237,11 +265,20 @@ def holder_chains(leaked, script_module=None, limit=3, leave_out=()):
             if isinstance(item, (types.ModuleType,)):
                 continue
             next_frontier.append(item)
+        # What no Python object refers to is kept from C++ (a hook on an
+        # autograd node, a graph's saved tensor): the top of a chain without a root.
+        for item in frontier:
+            if id(item) not in referred and id(item) not in local_of and \
+                    len(orphans) < limit and id(item) not in running:
+                orphans.append(Chain(_down_from(item, parent_of), FROM_CPP, _unnamed(item),
+                                     from_cpp=True))
         frontier = next_frontier
         ours.add(id(frontier))
         if chains and first_found is None:
             first_found = layer
-    del here, frontier, kept, parent_of
+    if not chains:
+        chains = orphans
+    del here, frontier, kept, parent_of, orphans
     chains.sort(key=lambda chain: _rank(chain, modules, folder))  # (a stable sort)
     # One chain per container that holds the leaked objects: the others reach
     # the same one another way (``trainer.__class__.history`` is ``Trainer.history``).
@@ -448,7 +485,7 @@ def describe(chain):
     kinds of its links: ``Sequential -> list -> Tensor``)."""
     objects = chain.objects
     path, kinds, labels = str(chain.name), [], []
-    if chain.parameter:  # the root is the parameter itself, named by its module
+    if chain.parameter or chain.from_cpp:  # the root is an object itself, not a namespace
         kinds.append(type(objects[0]).__name__)
     attribute_dict = module_dict = False  # the link before reached an __dict__, a Module's dict
     per_thread = 0  # links still inside a threading.local: its per-thread attribute dict
@@ -530,9 +567,12 @@ def holder_kind(chain):
     "cache" (an lru_cache's results), "hook" (a hook dict that gains a hook
     per step), "log" (log records), "node" (autograd nodes: a custom
     Function's ctx), "grad" (a ``.grad`` with a graph), "key" (a dict's
-    keys), "contextvar", "buffer", "default", "closure",
+    keys), "cpp" (kept from C++: no Python object refers to the top),
+    "contextvar", "buffer", "default", "closure",
     "container", "attribute" or "name"."""
     objects = chain.objects
+    if chain.from_cpp:
+        return "cpp"
     for holder, child in zip(objects, objects[1:]):
         if isinstance(holder, (types.TracebackType, BaseException)):
             return "exception"
@@ -580,6 +620,8 @@ def holder_path(chain, kind):
     (``model[0].weight._backward_hooks``), the cache (``the lru_cache of
     predict()``), the list of log records (``handler.buffer``)."""
     objects = chain.objects
+    if kind == "cpp":
+        return chain.name  # (what it holds is in the links)
     cut = {"cache": _cache_index, "hook": _hook_index, "log": _record_index}.get(kind)
     if cut is not None:
         index = cut(objects, chain.name) if kind == "hook" else cut(objects)

@@ -362,6 +362,8 @@ class Finding:
     window_nodes: int = 0
     tensors: int = 0
     nodes: int = 0
+    #: what kind of object holds the growth when no holder is named
+    unnamed: str = ""
 
 
 @dataclass
