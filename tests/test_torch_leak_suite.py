@@ -173,3 +173,13 @@ def test_the_suite_has_30_scripts_or_more_and_each_is_in_the_table():
     scripts = {path.name for path in SUITE.glob("leak_*.py")} | {
         path.name for path in SUITE.glob("clean_*.py")}
     assert scripts == {case[0] for case in CASES} and len(scripts) >= 30
+
+
+def test_the_docs_give_the_suites_counts():
+    """docs/framework.md states how many scripts the suite has: the figures are the table's."""
+    leaking = sum(case[0].startswith("leak_") for case in CASES)
+    clean = sum(case[0].startswith("clean_") for case in CASES)
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs" / "framework.md")
+                    .read_text().split())
+    assert (f"holds {leaking + clean} more scripts of the patterns PyTorch users report "
+            f"({leaking} that leak, {clean} clean)") in text

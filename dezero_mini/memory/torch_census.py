@@ -142,6 +142,7 @@ class Census:
         self._closures = {}  # sequence number of a root node -> (its sequence numbers, its leaves)
         self._storages = {}  # id(tensor) -> (weak reference, storage address, bytes)
         self._node_kinds = frozenset()  # the ctx classes of the custom autograd Functions
+        self._kinds, self._kinds_key = frozenset(), None  # both, as one set
 
     @property
     def old_storages(self):
@@ -219,7 +220,11 @@ class Census:
         if gc.isenabled():
             gc.collect(1)
         tensor_kinds = tensor_types()
-        kinds = tensor_kinds | self._node_types()
+        node_kinds = self._node_types()
+        key = (len(tensor_kinds), len(node_kinds))
+        if key != self._kinds_key:  # (the union is made again only when a class is new)
+            self._kinds, self._kinds_key = tensor_kinds | node_kinds, key
+        kinds = self._kinds
         graph, plain, nodes = [], [], []
         for item in [item for item in gc.get_objects() if type(item) in kinds]:
             if type(item) not in tensor_kinds:
