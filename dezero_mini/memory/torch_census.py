@@ -142,7 +142,8 @@ class Census:
         self._closures = {}  # sequence number of a root node -> (its sequence numbers, its leaves)
         self._storages = {}  # id(tensor) -> (weak reference, storage address, bytes)
         self._node_kinds = frozenset()  # the ctx classes of the custom autograd Functions
-        self._kinds, self._kinds_key = frozenset(), None  # both, as one set
+        self._functions_seen = 0  # how many Functions were defined when they were read
+        self._node_types_age = NODE_TYPES_EVERY  # calls since the Functions were listed
 
     @property
     def old_storages(self):
@@ -210,27 +211,28 @@ class Census:
 
     def live_objects(self):
         """(tensors with a grad_fn, tensors without one, the autograd nodes
-        made in Python: the ctx of a custom ``autograd.Function``'s calls)
-        made since the start, and the old tensors that have gained a
+        made in Python: the ctx of the script's custom ``autograd.Function``
+        calls) made since the start, and the old tensors that have gained a
         grad_fn since. A ctx kept by the script (a list of them) keeps its
         call's graph where no tensor does. One pass over the objects, a set
-        lookup of each one's type."""
+        lookup of each one's type; without custom Functions, the same pass
+        as for the tensors alone."""
         # Garbage of the young generations (cycles the collector has not reached
         # yet) would make the counts depend on when it last ran: it goes first.
         if gc.isenabled():
             gc.collect(1)
         tensor_kinds = tensor_types()
         node_kinds = self._node_types()
-        key = (len(tensor_kinds), len(node_kinds))
-        if key != self._kinds_key:  # (the union is made again only when a class is new)
-            self._kinds, self._kinds_key = tensor_kinds | node_kinds, key
-        kinds = self._kinds
         graph, plain, nodes = [], [], []
-        for item in [item for item in gc.get_objects() if type(item) in kinds]:
-            if type(item) not in tensor_kinds:
-                nodes.append(item)
-            else:
-                (graph if item.grad_fn is not None else plain).append(item)
+        if node_kinds:
+            found = [item for item in gc.get_objects()
+                     if type(item) in tensor_kinds or type(item) in node_kinds]
+            nodes = [item for item in found if type(item) in node_kinds]
+            found = [item for item in found if type(item) in tensor_kinds]
+        else:
+            found = [item for item in gc.get_objects() if type(item) in tensor_kinds]
+        for item in found:
+            (graph if item.grad_fn is not None else plain).append(item)
         for reference in self.old_tensors:
             tensor = reference()
             if tensor is not None and tensor.grad_fn is not None:
@@ -238,11 +240,21 @@ class Census:
         return graph, plain, nodes
 
     def _node_types(self):
-        """The classes of the ctx of custom autograd Functions (one per
-        Function), read again only when a Function was defined since."""
-        made = _BACKWARD_FUNCTION.__subclasses__()
-        if len(made) != len(self._node_kinds):
-            self._node_kinds = frozenset(made)
+        """The classes of the ctx of the script's custom autograd Functions
+        (one per Function; torch's own are left out: their ctx lives only
+        while its graph does). Read again every ``NODE_TYPES_EVERY`` calls
+        (listing the Functions costs more than the rest of a small count): a
+        Function is defined once, most often before its loop."""
+        self._node_types_age += 1
+        if self._node_types_age >= NODE_TYPES_EVERY:
+            self._node_types_age = 0
+            made = _BACKWARD_FUNCTION.__subclasses__()
+            if len(made) != self._functions_seen:
+                self._functions_seen = len(made)
+                self._node_kinds = frozenset(
+                    kind for kind in made
+                    if not getattr(getattr(kind, "_forward_cls", None), "__module__",
+                                   "torch").startswith("torch"))
         return self._node_kinds
 
     def reachable(self, roots):
@@ -324,6 +336,8 @@ def tensor_types():
 
 
 _BACKWARD_FUNCTION = torch.autograd.function.BackwardCFunction
+#: The script's custom autograd Functions are listed again every this many counts.
+NODE_TYPES_EVERY = 8
 
 
 def _closure(root, number, known):
