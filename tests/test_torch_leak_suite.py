@@ -53,7 +53,7 @@ CASES = [
     # Holders the walk once misnamed or missed, each one of a family: a
     # functools cache, a suspended generator or coroutine frame, a hook dict
     # on a tensor or a module, a custom Function's ctx, a .grad kept in C++,
-    # log records, a threading.local, a ContextVar.
+    # log records, recorded warnings, a threading.local, a ContextVar.
     ("leak_lru_cache_predict.py", LEAK, "the lru_cache of predict() (a global"),
     ("leak_generator_running_mean.py", LEAK,
      "total (a local of the suspended generator running_mean()"),
@@ -68,6 +68,7 @@ CASES = [
     ("leak_contextvar.py", LEAK, "recent_losses (the value of the ContextVar"),
     ("leak_defaultdict_per_epoch.py", LEAK, "epoch_losses (a global"),
     ("leak_tensor_dict_keys.py", LEAK, "step_of_output (a global"),
+    ("leak_warnings_recorded.py", LEAK, "caught (a global"),
     ("leak_param_group_history.py", LEAK, "optimizer.param_groups[0]['loss_history'] (a global"),
     ("leak_module_partial_chain.py", LEAK, "model.on_epoch_end (a global"),
     # Kept from C++: no Python object refers to the hook dict of an autograd node.
@@ -101,6 +102,7 @@ CASES = [
     ("clean_tensor_hook_on_output.py", CLEAN, None),
     ("clean_contextvar_reset.py", CLEAN, None),
     ("clean_defaultdict_items.py", CLEAN, None),
+    ("clean_warnings_text.py", CLEAN, None),
 ]
 
 #: The fix each holder kind of the families above gets (a substring of the
@@ -117,6 +119,7 @@ FIXES = {
     "leak_threading_local.py": "store numbers (`.item()`)",
     "leak_contextvar.py": ".reset(token)",
     "leak_tensor_dict_keys.py": "key step_of_output by a number",
+    "leak_warnings_recorded.py": "warn with text",
     "leak_global_forward_hook.py": "`handle.remove()`",
     "leak_node_hook_from_cpp.py": "a hook registered on an autograd node",
 }

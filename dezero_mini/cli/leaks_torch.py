@@ -47,6 +47,9 @@ def fix_for(holder):
         return ("keep the handle that `register_..._hook` returns and call `handle.remove()` "
                 "once the hook has run, or register the hook once, before the loop: every "
                 f"hook stays in {path}, with the tensors it refers to")
+    if holder.kind == "warning":
+        return ("warn with text (`f\"{loss.item():.4f}\"`), not a tensor: a recorded warning "
+                f"keeps its message and the message its arguments, in {path} until it goes")
     if holder.kind == "log":
         return (f"log numbers (`loss.item()`), not tensors: a LogRecord keeps its arguments "
                 f"until it is formatted, and {path} keeps its records until it is flushed")

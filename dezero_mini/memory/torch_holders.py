@@ -564,7 +564,7 @@ def _is_thread_local(item):
 
 def holder_kind(chain):
     """What kind of holder ``chain`` goes through, for the fix: "exception",
-    "cache" (an lru_cache's results), "hook" (a hook dict that gains a hook
+    "warning" (recorded warnings), "cache" (an lru_cache's results), "hook" (a hook dict that gains a hook
     per step), "log" (log records), "node" (autograd nodes: a custom
     Function's ctx), "grad" (a ``.grad`` with a graph), "key" (a dict's
     keys), "cpp" (kept from C++: no Python object refers to the top),
@@ -573,6 +573,8 @@ def holder_kind(chain):
     objects = chain.objects
     if chain.from_cpp:
         return "cpp"
+    if _warning_index(objects) is not None:  # (a Warning is an exception without a traceback)
+        return "warning"
     for holder, child in zip(objects, objects[1:]):
         if isinstance(holder, (types.TracebackType, BaseException)):
             return "exception"
@@ -622,10 +624,11 @@ def holder_path(chain, kind):
     objects = chain.objects
     if kind == "cpp":
         return chain.name  # (what it holds is in the links)
-    cut = {"cache": _cache_index, "hook": _hook_index, "log": _record_index}.get(kind)
+    cut = {"cache": _cache_index, "hook": _hook_index, "log": _record_index,
+           "warning": _warning_index}.get(kind)
     if cut is not None:
         index = cut(objects, chain.name) if kind == "hook" else cut(objects)
-        end = index + 1 if kind != "log" else index
+        end = index + 1 if kind not in ("log", "warning") else index
         path = describe(dataclasses.replace(chain, objects=objects[:end]))[0]
         return f"the lru_cache of {path}()" if kind == "cache" else path
     return container_of(describe(chain)[0])
@@ -682,6 +685,14 @@ def _record_index(objects):
 
     return next((index for index, item in enumerate(objects)
                  if isinstance(item, logging.LogRecord) and index > 0), None)
+
+
+def _warning_index(objects):
+    """The index of the first recorded warning (``warnings.catch_warnings(record=True)``)."""
+    import warnings
+
+    return next((index for index, item in enumerate(objects)
+                 if isinstance(item, warnings.WarningMessage) and index > 0), None)
 
 
 def _is_node(item):
