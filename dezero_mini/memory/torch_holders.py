@@ -3,17 +3,30 @@
 The search goes from the leaked objects back (``gc.get_referrers``), one
 layer of referrers at a time, so that no depth limit below a name hides a
 holder and every kind of holder is found the same way: a list, a dict that
-gains a key per step, an object's attribute, an ``nn.Module``'s buffer or
-attribute (``model.encoder.layers[1].attn.maps``), a class attribute, a
-function's default argument or closure cell (a forward hook's list), a saved
-exception's traceback and its frames. It stops at a root: a module's globals
-(``history``, a global of train.py), a running function's locals, or, where
-no Python object refers to the tensor at all, nothing (a graph held in C++).
+gains a key per step (or a tensor as a key), an object's attribute, an
+``nn.Module``'s buffer or attribute (``model.encoder.layers[1].attn.maps``),
+a class attribute, a function's default argument or closure cell, a
+``functools.partial``, a saved exception's traceback and its frames,
+recorded warnings, log records, a ``threading.local``. Where the collector
+does not see a reference, the search adds it: a leaf tensor's ``.grad``
+(C++), the locals of running frames, the values of the running context's
+ContextVars.
 
-:func:`holder_chains` returns the chains; :func:`describe` writes one as a
-path (``Trainer.history[29]``) and the kinds of its links
-(``type -> list -> Tensor``); :func:`storing_lines` finds the lines of the
-script and its own modules that store into the holder's name.
+It stops at a root: a module's globals (``history``, a global of train.py;
+a library's globals last, ``torch.nn.modules.module._global_forward_hooks``),
+a running function's locals, a module's parameter or buffer (named by its
+module, ``model[0].weight``, never through the optimizer), a suspended
+generator or coroutine (named as its function's local; what holds the
+generator is searched the same way), or an object that no Python object
+refers to (kept from C++: the hook dict of an autograd node).
+
+:func:`holder_chains` returns the chains, the script's own roots first;
+:func:`describe` writes one as a path (``Trainer.history[29]``) and the
+kinds of its links (``type -> list -> Tensor``); :func:`holder_kind` says
+what kind of holder it is (for the fix: a cache, a hook dict, a list...),
+:func:`holder_path` how a report names it (``the lru_cache of predict()``,
+``model[0].weight._backward_hooks``); :func:`storing_lines` finds the lines
+of the script and its own modules that store into the holder's name.
 """
 import ast
 import contextvars
@@ -563,12 +576,12 @@ def _is_thread_local(item):
 
 
 def holder_kind(chain):
-    """What kind of holder ``chain`` goes through, for the fix: "exception",
-    "warning" (recorded warnings), "cache" (an lru_cache's results), "hook" (a hook dict that gains a hook
-    per step), "log" (log records), "node" (autograd nodes: a custom
-    Function's ctx), "grad" (a ``.grad`` with a graph), "key" (a dict's
-    keys), "cpp" (kept from C++: no Python object refers to the top),
-    "contextvar", "buffer", "default", "closure",
+    """What kind of holder ``chain`` goes through, for the fix: "cpp" (kept
+    from C++: no Python object refers to the top), "warning" (recorded
+    warnings), "exception", "cache" (an lru_cache's results), "hook" (a hook
+    dict that gains a hook per step), "log" (log records), "node" (autograd
+    nodes: a custom Function's ctx), "key" (a dict's keys), "grad" (a
+    ``.grad`` with a graph), "contextvar", "default", "closure", "buffer",
     "container", "attribute" or "name"."""
     objects = chain.objects
     if chain.from_cpp:
