@@ -221,8 +221,9 @@ def holder_chains(leaked, script_module=None, limit=3, leave_out=()):
 
     for layer in range(MAX_LAYERS):
         preferred = sum(_rank(chain, modules, folder) == 0 for chain in chains)
+        extra = EXTRA_LAYERS if preferred else 3 * EXTRA_LAYERS  # none of the script's yet
         if not frontier or preferred >= limit or (
-                first_found is not None and layer - first_found > EXTRA_LAYERS):
+                first_found is not None and layer - first_found > extra):
             break
         for item in frontier:
             if id(item) in owned:  # a module's parameter or buffer: a root of its own
@@ -287,7 +288,7 @@ def holder_chains(leaked, script_module=None, limit=3, leave_out=()):
                                      from_cpp=True))
         frontier = next_frontier
         ours.add(id(frontier))
-        if chains and first_found is None:
+        if first_found is None and chains:
             first_found = layer
     if not chains:
         chains = orphans
@@ -329,8 +330,9 @@ def referred_from_cpp():
     return found
 
 
-#: Layers searched past the first root found, for a root of the script's own
-#: (a parameter is reached through the optimizer a layer before its module).
+#: Layers searched past the first root found, for a root of the script's
+#: own (three times as many while none is found): a library's globals or
+#: the optimizer may be reached a few layers before the script's name.
 EXTRA_LAYERS = 2
 
 
