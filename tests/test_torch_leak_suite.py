@@ -74,7 +74,7 @@ CASES = [
     # Kept from C++: no Python object refers to the hook dict of an autograd node.
     ("leak_node_hook_from_cpp.py", LEAK, "<a dict of "),
     ("leak_global_forward_hook.py", LEAK,
-     "torch.nn.modules.module._global_forward_hooks (a global of torch.nn.modules.module)"),
+     "torch.nn.modules.module._global_forward_hooks (a global of torch.nn.modules.module;"),
     ("clean_total_loss_item.py", CLEAN, None),
     ("clean_detached_cache.py", CLEAN, "outputs_kept (a global"),
     ("clean_no_grad_eval.py", CLEAN, "checks (a global"),

@@ -131,10 +131,9 @@ def _holder_lines(finding, what):
         root = holder.root
         if holder.held_by:  # a suspended generator or coroutine: what holds it
             root += f", held by {holder.held_by}"
-        size = ""
-        if holder.size is not None:
-            size = f" ({holder.size} {'hooks' if holder.kind == 'hook' else 'results'} now)"
-        lines.append(f"{holder.path} ({root}){size} {what}: {holder.links}")
+        if holder.size is not None:  # of a cache, a hook dict
+            root += f"; {holder.size} {'hooks' if holder.kind == 'hook' else 'results'} now"
+        lines.append(f"{holder.path} ({root}) {what}: {holder.links}")
         for file_name, line, code in holder.lines:
             lines.append(f"  stored at {file_name}:{line}: {code}")
         if what.startswith("keeps the graphs"):
