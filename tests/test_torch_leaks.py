@@ -305,3 +305,139 @@ def test_the_device_line_reads_cuda_memory_and_says_it_is_untested(torch, capsys
     device = next(line for line in out.splitlines() if line.startswith("device memory"))
     assert code == 1 and "UNTESTED: no GPU has run leaks' tests" in device, out
     assert "1.0 MiB at the first step" in device and "1.4 MiB at the last" in device, device
+
+
+# --- the holder walk, by family, on objects built here (no script is run)
+
+#: (path as the walk writes it, the holder a report names)
+CONTAINER_PATHS = [
+    ("snapshots[5][2]", "snapshots"),
+    ("pending_logs[3].args", "pending_logs"),
+    ("step_of_output.<a key>", "step_of_output"),
+    ("predictions_by_step['step1']", "predictions_by_step"),
+    ("optimizer.param_groups[0]['loss_history'][3]", "optimizer.param_groups[0]['loss_history']"),
+    ("trainer.args", "trainer.args"),  # a user's attribute named args stays
+]
+
+
+@pytest.mark.parametrize("path, holder", CONTAINER_PATHS)
+def test_a_holder_is_the_container_not_its_item(path, holder):
+    from dezero_mini.memory.torch_holders import container_of
+
+    assert container_of(path) == holder
+
+
+def _named(torch, leaked, module):
+    """(path, kind, chain) of the first chain from ``module``'s globals to ``leaked``."""
+    from dezero_mini.memory.torch_holders import holder_chains, holder_kind, holder_path
+
+    chains = holder_chains(leaked, module)
+    assert chains, "no holder found"
+    kind = holder_kind(chains[0])
+    return holder_path(chains[0], kind), kind, chains[0]
+
+
+def _script_module(tmp_path, **names):
+    import types
+
+    module = types.ModuleType("__main__")
+    module.__file__ = str(tmp_path / "train.py")
+    module.__dict__.update(names)
+    return module
+
+
+def test_an_lru_cache_is_named_as_the_cache_of_its_function(torch, tmp_path):
+    import functools
+
+    weight = torch.ones(3, requires_grad=True)
+
+    @functools.lru_cache(maxsize=None)
+    def predict(index):
+        return weight * index
+
+    results = [predict(index) for index in range(4)]
+    module = _script_module(tmp_path, predict=predict)
+    path, kind, _ = _named(torch, results[:1], module)
+    assert (path, kind) == ("the lru_cache of predict()", "cache")
+
+
+def test_a_suspended_generator_is_named_by_its_local_and_its_holder(torch, tmp_path):
+    def running_mean():
+        total = 0
+        while True:
+            loss = yield total
+            total = total + loss
+
+    tracker = running_mean()
+    next(tracker)
+    tracker.send(torch.ones((), requires_grad=True) * 2)
+    module = _script_module(tmp_path, tracker=tracker)
+    frame = tracker.gi_frame
+    path, kind, chain = _named(torch, [frame.f_locals["total"]], module)
+    del frame
+    assert (path, kind) == ("total", "name")
+    assert chain.root.startswith("a local of the suspended generator running_mean()")
+    assert chain.held_by == "tracker, a global of train.py"
+
+
+def test_a_hook_registered_again_and_again_is_named_by_its_hook_dict(torch, tmp_path):
+    model = torch.nn.Sequential(torch.nn.Linear(2, 2))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        output = model(torch.ones(1, 2))
+        model[0].weight.register_hook(lambda grad, kept=output: grad)
+    leaked = [output]
+    del output
+    module = _script_module(tmp_path, optimizer=optimizer, model=model)  # optimizer first
+    path, kind, _ = _named(torch, leaked, module)
+    assert (path, kind) == ("model[0].weight._backward_hooks", "hook")
+
+
+def test_a_custom_functions_ctx_kept_in_a_list_is_a_holder(torch, tmp_path):
+    class Double(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * 2
+
+    contexts = []
+    for _ in range(2):
+        contexts.append(Double.apply(torch.ones(2, requires_grad=True) * 3).grad_fn)
+    module = _script_module(tmp_path, contexts=contexts)
+    path, kind, _ = _named(torch, contexts[:1], module)
+    assert (path, kind) == ("contexts", "node")
+
+
+def test_a_dict_of_hooks_no_python_object_refers_to_is_named_as_kept_from_cpp(torch, tmp_path):
+    anchor = (torch.ones(2, requires_grad=True) * 2).sum()
+    kept = torch.ones(2, requires_grad=True) * 3
+    anchor.grad_fn.register_hook(lambda grad_inputs, grad_outputs, kept=kept: None)
+    module = _script_module(tmp_path, anchor=anchor)
+    leaked = [kept]
+    del kept
+    path, kind, chain = _named(torch, leaked, module)
+    assert (path, kind) == ("<a dict of 1 hooks kept from C++>", "cpp")
+    assert "no Python object refers to it" in chain.root
+
+
+def test_an_unnamed_leak_says_what_holds_it_and_is_never_clean(torch):
+    from dezero_mini.cli.leaks_torch import report_lines
+    from dezero_mini.memory.torch_census import StepCount
+    from dezero_mini.memory.torch_leaks import Finding, Growth, StepSeries
+
+    series = StepSeries("the optimizer's steps", "step", counts=[
+        StepCount(step, 1, 1, 64 * step, 6, 384, 5 * step, 5 * step, None, None)
+        for step in range(2, 12)])
+    series.steps = 12
+    finding = Finding(series=series, growth=Growth(leaking=True, steps=5, nodes=5.0),
+                      tensors=9, nodes=35, unnamed="no Python object refers to them: "
+                      "PyTorch keeps them from C++")
+    lines, verdict = report_lines(finding, "train.py", "finished")
+    assert verdict == 1
+    assert "no Python name holds the growing graph: 9 tensors with a graph reach 35 " \
+           "autograd nodes of earlier steps; no Python object refers to them" in lines[1]
+    assert lines[2].startswith("growth per step: +5 autograd nodes")

@@ -35,32 +35,63 @@ HEADER = "=== dezero_mini leaks (PyTorch)"
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
+#: The fix of each holder kind, with the holder's ``{path}`` and, for a
+#: cache, its ``{function}``.
+FIXES = {
+    "cache": "cache numbers (`.item()`) or detached tensors (`.detach()`), or call "
+             "`{function}.cache_clear()` once a result is used: an lru_cache keeps every result "
+             "it returned, each with its graph",
+    "hook": "keep the handle that `register_..._hook` returns and call `handle.remove()` once "
+            "the hook has run, or register the hook once, before the loop: every hook stays "
+            "in {path}, with the tensors it refers to",
+    "warning": "warn with text (`f\"{{loss.item():.4f}}\"`), not a tensor: a recorded warning "
+               "keeps its message and the message its arguments, in {path} until it goes",
+    "log": "log numbers (`loss.item()`), not tensors: a LogRecord keeps its arguments until "
+           "it is formatted, and {path} keeps its records until it is flushed",
+    "node": "keep numbers or detached tensors taken from `ctx`, not `ctx` itself: the ctx of "
+            "a custom autograd.Function is the node of its call's graph and keeps what it "
+            "saved and the graph behind it",
+    "grad": "after `backward(create_graph=True)`, set the gradients to None "
+            "(`optimizer.zero_grad(set_to_none=True)`; zeroing `.grad.data` keeps the graph), "
+            "or take them with `torch.autograd.grad(..., create_graph=True)`: a `.grad` with a "
+            "graph adds every step's graph to {path}",
+    "cpp": "look for what keeps it from C++: a hook registered on an autograd node at every "
+           "step (keep its handle and call `handle.remove()`), a graph kept with its saved "
+           "tensors (`.detach()` what outlives the step)",
+    "key": "key {path} by a number (the step, an index) or a string, not by the tensor: a "
+           "tensor hashes by its identity, and a key keeps its tensor with its graph",
+    "contextvar": "set numbers (`.item()`) or detached tensors into the ContextVar {path}, or "
+                  "reset it (`token = {path}.set(value)` ... `{path}.reset(token)`): the "
+                  "running context keeps its value",
+    "exception": "keep `traceback.format_exc()` (a string), not the exception, its traceback "
+                 "or `sys.exc_info()`: their frames keep every local of the step alive",
+    "buffer": "update {path} under `torch.no_grad()` (or store `.detach()`ed values): an "
+              "update outside it chains every step's graph onto the buffer or parameter",
+    "default": "store `.detach()` (or `.item()`) in {path}, not the tensor: a default "
+               "argument lives as long as its function",
+    "closure": "store `.detach()` (or `.item()`) in {path}, not the tensor: a closure lives "
+               "as long as its function",
+    "container": "store numbers (`.item()`) or detached tensors (`.detach()`) in {path}, not "
+                 "the tensors themselves, or compute what needs no gradient under "
+                 "`torch.no_grad()`",
+    "scalar": "add up a Python number: `{path} += loss.item()` (or `.item()` of whatever is "
+              "added), or `{path} = {path}.detach()`",
+    "attribute": "keep `value.detach()` in {path}, or compute it under `torch.no_grad()` if "
+                 "no gradient must flow through it",
+    "name": "{path} feeds the next step with its whole history: `{path} = {path}.detach()` at "
+            "the start of each step (each window of truncated backpropagation), or compute it "
+            "under `torch.no_grad()` if no gradient must flow through it",
+}
+
+
 def fix_for(holder):
-    """The fix that fits a ``Holder``."""
-    path = holder.path
-    if holder.kind == "exception":
-        return ("keep `traceback.format_exc()` (a string), not the exception, its traceback or "
-                "`sys.exc_info()`: their frames keep every local of the step alive")
-    if holder.kind == "buffer":
-        return (f"update {path} under `torch.no_grad()` (or store `.detach()`ed values): an "
-                "update outside it chains every step's graph onto the buffer or parameter")
-    if holder.kind in ("default", "closure"):
-        return (f"store `.detach()` (or `.item()`) in {path}, not the tensor: a "
-                f"{'default argument' if holder.kind == 'default' else 'closure'} lives as "
-                "long as its function")
-    if holder.kind == "container":
-        return (f"store numbers (`.item()`) or detached tensors (`.detach()`) in {path}, not "
-                "the tensors themselves, or compute what needs no gradient under "
-                "`torch.no_grad()`")
-    if holder.scalar:
-        return (f"add up a Python number: `{path} += loss.item()` (or `.item()` of whatever "
-                f"is added), or `{path} = {path}.detach()`")
-    if holder.kind == "attribute":
-        return (f"keep `value.detach()` in {path}, or compute it under `torch.no_grad()` if "
-                "no gradient must flow through it")
-    return (f"{path} feeds the next step with its whole history: `{path} = {path}.detach()` "
-            "at the start of each step (each window of truncated backpropagation), or "
-            "compute it under `torch.no_grad()` if no gradient must flow through it")
+    """The fix that fits a ``Holder``: its kind's (a 0-d tensor held by a
+    name or an attribute is added up: ``.item()``)."""
+    kind = holder.kind
+    if holder.scalar and kind in ("attribute", "name"):
+        kind = "scalar"
+    function = holder.path.rpartition(" of ")[2].rstrip("()")  # "the lru_cache of predict()"
+    return FIXES.get(kind, FIXES["name"]).format(path=holder.path, function=function)
 
 
 def _per_step(value, unit=""):
@@ -97,7 +128,12 @@ def _saved_bytes(finding):
 def _holder_lines(finding, what):
     lines = []
     for holder in finding.holders:
-        lines.append(f"{holder.path} ({holder.root}) {what}: {holder.links}")
+        root = holder.root
+        if holder.held_by:  # a suspended generator or coroutine: what holds it
+            root += f", held by {holder.held_by}"
+        if holder.size is not None:  # of a cache, a hook dict
+            root += f"; {holder.size} {'hooks' if holder.kind == 'hook' else 'results'} now"
+        lines.append(f"{holder.path} ({root}) {what}: {holder.links}")
         for file_name, line, code in holder.lines:
             lines.append(f"  stored at {file_name}:{line}: {code}")
         if what.startswith("keeps the graphs"):
@@ -125,9 +161,8 @@ def report_lines(finding, script_name, how):
             lines += _holder_lines(finding, "keeps the graphs of earlier steps")
         else:
             lines.append(f"no Python name holds the growing graph: {finding.tensors} tensors "
-                         f"with a graph reach {finding.nodes} autograd nodes of earlier steps "
-                         "(held in C++: a hook on a tensor, a graph saved by another graph, "
-                         "or an object the search could not name)")
+                         f"with a graph reach {finding.nodes} autograd nodes of earlier steps; "
+                         + (finding.unnamed or "the search could not name what holds them"))
         lines.append(
             f"growth per {series.unit}: {_per_step(growth.nodes)} autograd nodes that outlive "
             f"their step ({finding.nodes} kept), {_held_bytes(finding)}, "

@@ -141,6 +141,9 @@ class Census:
         self.cuda = torch.cuda.is_available()  # asked once: not a question per step
         self._closures = {}  # sequence number of a root node -> (its sequence numbers, its leaves)
         self._storages = {}  # id(tensor) -> (weak reference, storage address, bytes)
+        self._node_kinds = frozenset()  # the ctx classes of the custom autograd Functions
+        self._functions_seen = 0  # how many Functions were defined when they were read
+        self._node_types_age = NODE_TYPES_EVERY  # calls since the Functions were listed
 
     @property
     def old_storages(self):
@@ -197,29 +200,62 @@ class Census:
         """The tensors among ``objects``: a set lookup of each one's type among
         torch.Tensor and its subclasses (read anew each time: a script may
         define one), no call per object."""
-        kinds, stack = {torch.Tensor}, [torch.Tensor]
-        while stack:
-            for kind in stack.pop().__subclasses__():
-                if kind not in kinds:
-                    kinds.add(kind)
-                    stack.append(kind)
+        kinds = tensor_types()
         return [item for item in objects if type(item) in kinds]
 
     def live_tensors(self):
         """(tensors with a grad_fn, tensors without one) made since the start,
         and the old tensors that have gained a grad_fn since."""
+        graph, plain, _ = self.live_objects()
+        return graph, plain
+
+    def live_objects(self):
+        """(tensors with a grad_fn, tensors without one, the autograd nodes
+        made in Python: the ctx of the script's custom ``autograd.Function``
+        calls) made since the start, and the old tensors that have gained a
+        grad_fn since. A ctx kept by the script (a list of them) keeps its
+        call's graph where no tensor does. One pass over the objects, a set
+        lookup of each one's type; without custom Functions, the same pass
+        as for the tensors alone."""
         # Garbage of the young generations (cycles the collector has not reached
         # yet) would make the counts depend on when it last ran: it goes first.
         if gc.isenabled():
             gc.collect(1)
-        graph, plain = [], []
-        for item in self._tensors(gc.get_objects()):
+        tensor_kinds = tensor_types()
+        node_kinds = self._node_types()
+        graph, plain, nodes = [], [], []
+        if node_kinds:
+            found = [item for item in gc.get_objects()
+                     if type(item) in tensor_kinds or type(item) in node_kinds]
+            nodes = [item for item in found if type(item) in node_kinds]
+            found = [item for item in found if type(item) in tensor_kinds]
+        else:
+            found = [item for item in gc.get_objects() if type(item) in tensor_kinds]
+        for item in found:
             (graph if item.grad_fn is not None else plain).append(item)
         for reference in self.old_tensors:
             tensor = reference()
             if tensor is not None and tensor.grad_fn is not None:
                 graph.append(tensor)
-        return graph, plain
+        return graph, plain, nodes
+
+    def _node_types(self):
+        """The classes of the ctx of the script's custom autograd Functions
+        (one per Function; torch's own are left out: their ctx lives only
+        while its graph does). Read again every ``NODE_TYPES_EVERY`` calls
+        (listing the Functions costs more than the rest of a small count): a
+        Function is defined once, most often before its loop."""
+        self._node_types_age += 1
+        if self._node_types_age >= NODE_TYPES_EVERY:
+            self._node_types_age = 0
+            made = _BACKWARD_FUNCTION.__subclasses__()
+            if len(made) != self._functions_seen:
+                self._functions_seen = len(made)
+                self._node_kinds = frozenset(
+                    kind for kind in made
+                    if not getattr(getattr(kind, "_forward_cls", None), "__module__",
+                                   "torch").startswith("torch"))
+        return self._node_kinds
 
     def reachable(self, roots):
         """(the sorted sequence numbers of the nodes reachable from the nodes
@@ -243,11 +279,11 @@ class Census:
 
     def take(self, step):
         """The ``StepCount`` of now, ``step`` its number."""
-        graph, plain = self.live_tensors()
+        graph, plain, nodes = self.live_objects()
         before = self.marks[-1] if self.marks else -1
         first = self.marks[0] if self.marks else -1  # graphs of before the watch: the program's
         roots = [tensor.grad_fn for tensor in graph]
-        numbers, leaves = self.reachable(roots)
+        numbers, leaves = self.reachable(roots + nodes)
         old = bisect_right(numbers, before) - bisect_right(numbers, first)
         # The newest node alive now: every node made after this step has a larger number.
         self.marks.append(max(numbers[-1] if numbers else before, before))
@@ -286,6 +322,22 @@ class Census:
             if old.get(pointer, 0) <= 0:
                 sizes[pointer] = nbytes
         return sum(sizes.values())
+
+
+def tensor_types():
+    """torch.Tensor and its subclasses, read anew (a script may define one)."""
+    kinds, stack = {torch.Tensor}, [torch.Tensor]
+    while stack:
+        for kind in stack.pop().__subclasses__():
+            if kind not in kinds:
+                kinds.add(kind)
+                stack.append(kind)
+    return kinds
+
+
+_BACKWARD_FUNCTION = torch.autograd.function.BackwardCFunction
+#: The script's custom autograd Functions are listed again every this many counts.
+NODE_TYPES_EVERY = 8
 
 
 def _closure(root, number, known):

@@ -10,15 +10,17 @@ state that is never detached) and is left out of the search, which goes
 from the others back to their roots (:func:`dezero_mini.memory.torch_holders.holder_chains`).
 """
 import gc
-import re
 import sys
 import types
 from pathlib import Path
 
+import torch
+
 from dezero_mini.memory.torch_census import (LEAF_SEQUENCE, bytes_by_device, device_of,
                                              saved_storages, storage_key, walk_graph)
 from dezero_mini.memory.torch_holders import (MACHINERY, describe, holder_chains, holder_kind,
-                                              last_name, storing_lines)
+                                              holder_path, holder_size, last_name,
+                                              referred_from_cpp, storing_lines)
 
 #: At most this many leaked tensors are followed back (a list of 10,000 losses
 #: is found from any of them).
@@ -30,7 +32,7 @@ def find_holders(finding, census, script_module, consecutive):
     from dezero_mini.memory.torch_leaks import WARM_UP
 
     marks = census.marks
-    graph, plain = census.live_tensors()
+    graph, plain, python_nodes = census.live_objects()
     census.stop()  # the referrers of before the start are frozen: searched only once given back
     if not finding.growth.leaking:  # a cache of detached tensors: name its holder
         finding.tensors = len(plain)
@@ -39,17 +41,31 @@ def find_holders(finding, census, script_module, consecutive):
     # The nodes made during the steps judged, and those that outlived them.
     window = max(2, min(consecutive, len(marks) - 1 - WARM_UP))
     start, end = marks[-1 - window], marks[-2]
-    nodes = walk_graph([tensor.grad_fn for tensor in graph])
+    nodes = walk_graph([tensor.grad_fn for tensor in graph] + python_nodes)
     old = [node for node in nodes if node._sequence_nr() <= end]
     made_in_window = [node for node in old if start < node._sequence_nr() <= end]
     first = marks[0]  # the program's graphs of before the watch are not the loop's
     finding.nodes = len([node for node in old if first < node._sequence_nr() != LEAF_SEQUENCE])
     # What holds graphs of before the steps judged: not the last step's loss.
-    reaching = [tensor for tensor in graph if _reaches_before(tensor, start)]
+    reaching = [tensor for tensor in graph if _reaches_before(tensor, start, first)]
     finding.tensors = len(reaching)
-    heads = _leaders(_held_by_python(reaching, (graph, plain, reaching)))
-    heads.sort(key=lambda tensor: tensor.grad_fn._sequence_nr())  # the oldest first
+    # A ctx of a custom Function that the script keeps is a head of its own
+    # (not when it is only the grad_fn of a tensor: that tensor is the head).
+    grad_fns = {id(tensor.grad_fn) for tensor in graph}
+    reaching += [node for node in python_nodes if id(node) not in grad_fns and
+                 _reaches_before(node, start, first)]
+    heads = _leaders(_held_by_python(reaching, (graph, plain, reaching, python_nodes, nodes)))
+    heads.sort(key=lambda head: _node_of(head)._sequence_nr())  # the oldest first
     finding.holders = _holders(heads[:MAX_TARGETS], script_module)
+    if not finding.holders:  # what kind of object holds them, though no name does
+        finding.unnamed = (
+            "no Python object refers to them: PyTorch keeps them from C++ (saved by a graph "
+            "that something keeps, or by a hook of an autograd node)" if not heads else
+            f"{len(heads)} of them are referred to by Python objects ("
+            + ", ".join(sorted({type(item).__name__ for head in heads[:MAX_TARGETS]
+                                for item in gc.get_referrers(head)
+                                if not isinstance(item, (list, types.FrameType))}) or ["lists"])
+            + ") that no global, running frame, class or module reaches")
     # After the search for holders (the lists made here refer to the tensors).
     # Per step: the tensors with a graph made in the window that the holder
     # keeps, then what their graphs saved for backward besides them, each
@@ -109,10 +125,18 @@ def _largest_collection(tensors, ours):
     return best_items[:MAX_TARGETS] if len(best_items) > 1 else []
 
 
-def _reaches_before(tensor, mark):
-    """Whether ``tensor``'s graph has a node made before the sequence number ``mark``."""
-    return any(node._sequence_nr() <= mark and node._sequence_nr() != LEAF_SEQUENCE
-               for node in walk_graph([tensor.grad_fn]))
+def _reaches_before(head, mark, first=-1):
+    """Whether the graph of ``head`` (a tensor, or an autograd node made in
+    Python) has a node made before the sequence number ``mark`` and after
+    ``first`` (the start of the watch: a graph of before it is the
+    program's, not the loop's)."""
+    return any(first < node._sequence_nr() <= mark and node._sequence_nr() != LEAF_SEQUENCE
+               for node in walk_graph([_node_of(head)]))
+
+
+def _node_of(head):
+    """The autograd node of a head: a tensor's grad_fn, a ctx itself."""
+    return head.grad_fn if isinstance(head, torch.Tensor) else head
 
 
 def _held_by_python(tensors, ours):
@@ -130,6 +154,7 @@ def _held_by_python(tensors, ours):
                                          and _machinery(referrer)):
             continue
         referred.update(id(item) for item in gc.get_referents(referrer))
+    referred.update(referred_from_cpp())  # a parameter's .grad
     for top in list(sys._current_frames().values()):  # running frames: their locals
         frame = top
         while frame is not None:
@@ -146,10 +171,10 @@ def _machinery(frame):
 def _leaders(heads):
     """The heads whose graph holds no other head's node: the others only
     follow them."""
-    own = {id(tensor.grad_fn): tensor for tensor in heads}
+    own = {id(_node_of(tensor)): tensor for tensor in heads}
     followers = set()
     for tensor in heads:
-        for node in walk_graph([tensor.grad_fn])[1:]:
+        for node in walk_graph([_node_of(tensor)])[1:]:
             other = own.get(id(node))
             if other is not None and other is not tensor:
                 followers.add(id(tensor))
@@ -163,25 +188,19 @@ def _holders(targets, script_module):
 
     if not targets:
         return []
-    scalar = all(tensor.dim() == 0 for tensor in targets)
+    scalar = all(getattr(tensor, "dim", lambda: 1)() == 0 for tensor in targets)
     files = _script_files(script_module)
     holders = []
     for chain in holder_chains(targets, script_module):
-        path, links = describe(chain)
-        path = _container_of(path)
+        links = describe(chain)[1]
+        kind = holder_kind(chain)
+        path = holder_path(chain, kind)
         name = last_name(path)
         lines = storing_lines(name, files) if name else []
-        holders.append(Holder(path=path, root=chain.root, links=links,
-                              kind=holder_kind(chain), lines=lines, scalar=scalar))
+        holders.append(Holder(path=path, root=chain.root, links=links, kind=kind, lines=lines,
+                              scalar=scalar, held_by=chain.held_by,
+                              size=holder_size(chain, kind)))
     return holders
-
-
-def _container_of(path):
-    """The holder, not its item: ``snapshots[5][2]`` -> ``snapshots``,
-    ``pending[6].<partial>`` -> ``pending`` (the items' indices and the
-    unnamed objects between them come off the end)."""
-    shorter = re.sub(r"(\[[^\[\]]*\]|\.<[A-Za-z_][A-Za-z0-9_]*>)$", "", path)
-    return path if not shorter else shorter if shorter == path else _container_of(shorter)
 
 
 def _script_files(script_module):

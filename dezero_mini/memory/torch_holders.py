@@ -3,29 +3,53 @@
 The search goes from the leaked objects back (``gc.get_referrers``), one
 layer of referrers at a time, so that no depth limit below a name hides a
 holder and every kind of holder is found the same way: a list, a dict that
-gains a key per step, an object's attribute, an ``nn.Module``'s buffer or
-attribute (``model.encoder.layers[1].attn.maps``), a class attribute, a
-function's default argument or closure cell (a forward hook's list), a saved
-exception's traceback and its frames. It stops at a root: a module's globals
-(``history``, a global of train.py), a running function's locals, or, where
-no Python object refers to the tensor at all, nothing (a graph held in C++).
+gains a key per step (or a tensor as a key), an object's attribute, an
+``nn.Module``'s buffer or attribute (``model.encoder.layers[1].attn.maps``),
+a class attribute, a function's default argument or closure cell, a
+``functools.partial``, a saved exception's traceback and its frames,
+recorded warnings, log records, a ``threading.local``. Where the collector
+does not see a reference, the search adds it: a leaf tensor's ``.grad``
+(C++), the locals of running frames, the values of the running context's
+ContextVars.
 
-:func:`holder_chains` returns the chains; :func:`describe` writes one as a
-path (``Trainer.history[29]``) and the kinds of its links
-(``type -> list -> Tensor``); :func:`storing_lines` finds the lines of the
-script and its own modules that store into the holder's name.
+It stops at a root: a module's globals (``history``, a global of train.py;
+a library's globals last, ``torch.nn.modules.module._global_forward_hooks``),
+a running function's locals, a module's parameter or buffer (named by its
+module, ``model[0].weight``, never through the optimizer), a suspended
+generator or coroutine (named as its function's local; what holds the
+generator is searched the same way), or an object that no Python object
+refers to (kept from C++: the hook dict of an autograd node).
+
+:func:`holder_chains` returns the chains, the script's own roots first;
+:func:`describe` writes one as a path (``Trainer.history[29]``) and the
+kinds of its links (``type -> list -> Tensor``); :func:`holder_kind` says
+what kind of holder it is (for the fix: a cache, a hook dict, a list...),
+:func:`holder_path` how a report names it (``the lru_cache of predict()``,
+``model[0].weight._backward_hooks``); :func:`storing_lines` finds the lines
+of the script and its own modules that store into the holder's name.
 """
 import ast
+import contextvars
+import dataclasses
+import functools
 import gc
 import re
 import sys
+import threading
 import types
 from dataclasses import dataclass
 from pathlib import Path
 
 #: Frames of these packages are the watcher's or the library's, never a holder.
 MACHINERY = ("torch", "dezero_mini", "runpy", "importlib", "numpy", "_pytest", "pytest",
-             "pluggy", "IPython", "ipykernel", "threading", "multiprocessing")
+             "pluggy", "IPython", "ipykernel", "threading", "multiprocessing", "asyncio")
+#: Packages whose globals are never a root: the watcher's own and the test
+#: runner's (a library's globals are, the last resort: a hook dict of torch's).
+WATCHER = ("dezero_mini", "runpy", "importlib", "_pytest", "pytest", "pluggy", "IPython",
+           "ipykernel")
+#: A suspended generator, coroutine or async generator keeps its frame's locals
+#: without a frame on any stack: a holder is named as a local of its function.
+SUSPENDED = (types.GeneratorType, types.CoroutineType, types.AsyncGeneratorType)
 MAX_LAYERS = 40  # a chain longer than this is not a learner's
 
 
@@ -39,6 +63,27 @@ class Chain:
     objects: list
     root: str
     name: str
+    #: how the root is held when it is a suspended generator or coroutine
+    #: (``tracker, a global of train.py``), else None
+    held_by: object = None
+    #: the root is a module's parameter or buffer, named by its module
+    parameter: bool = False
+    #: no Python object refers to the root: it is kept from C++
+    from_cpp: bool = False
+
+
+def _unnamed(item):
+    """How a report names an object that no Python object refers to:
+    ``<a dict of 12 hooks kept from C++>``, ``<a list kept from C++>``."""
+    if isinstance(item, dict) and item and all(callable(value) for value in item.values()):
+        return f"<a dict of {len(item)} hooks kept from C++>"
+    return f"<a {type(item).__name__} kept from C++>"
+
+
+#: The root of a chain whose top no Python object refers to.
+FROM_CPP = ("no Python object refers to it: kept from C++, by a hook on an autograd node "
+            "(`grad_fn.register_hook`), a tensor that a kept graph saved, or an extension's "
+            "object")
 
 
 def _machinery_frame(frame):
@@ -50,7 +95,7 @@ def _module_names(script_module):
     names = {}
     for name, module in list(sys.modules.items()):
         attributes = getattr(module, "__dict__", None)
-        if isinstance(attributes, dict) and not name.partition(".")[0] in MACHINERY:
+        if isinstance(attributes, dict) and not name.partition(".")[0] in WATCHER:
             names[id(attributes)] = f"a global of {name}"
     if script_module is not None:
         names[id(script_module.__dict__)] = (
@@ -58,10 +103,45 @@ def _module_names(script_module):
     return names
 
 
+def _module_tensors(script_module, frames):
+    """id(tensor) -> (what the root is, its path) for the parameters and
+    buffers of the nn.Modules that the script's globals and running frames
+    name: a parameter is named by its module (``model[0].weight``), not by
+    the optimizer's list of it or a loop variable that was last set to it."""
+    import torch
+
+    namespaces = []
+    if script_module is not None:
+        namespaces.append((f"a global of "
+                           f"{Path(getattr(script_module, '__file__', 'the script')).name}",
+                           script_module.__dict__))
+    for frame in frames.values():
+        code = frame.f_code
+        namespaces.append((f"a local of {code.co_name}() at {Path(code.co_filename).name}:"
+                           f"{frame.f_lineno}", frame.f_locals))
+    found = {}
+    for root, names in namespaces:
+        for name, value in list(names.items()):
+            if not isinstance(value, torch.nn.Module):
+                continue
+            for kind in (value.named_parameters, value.named_buffers):
+                for dotted, tensor in kind():
+                    path = name + "".join(f"[{part}]" if part.isdigit() else f".{part}"
+                                          for part in dotted.split("."))
+                    found.setdefault(id(tensor), (root, path))
+    return found
+
+
 def _root_of(item, child, modules, frames):
     """(what the root is, the name of ``child`` there) when ``item`` is a root, else None."""
+    if isinstance(item, SUSPENDED):
+        return _suspended_root(item, child)
     if isinstance(item, dict) and id(item) in modules:
-        return modules[id(item)], _key_of(item, child)
+        module = modules[id(item)].removeprefix("a global of ")
+        key = _key_of(item, child)
+        if module.partition(".")[0] in MACHINERY:  # a library's: its full name
+            return modules[id(item)], f"{module}.{key}"
+        return modules[id(item)], key
     if isinstance(item, types.FrameType) and id(item) in frames:
         code = item.f_code
         name = next((key for key, value in item.f_locals.items() if value is child), "?")
@@ -83,11 +163,14 @@ def _short(value):
     return f"<{type(value).__name__}>"
 
 
-def holder_chains(leaked, script_module=None, limit=3):
+def holder_chains(leaked, script_module=None, limit=3, leave_out=()):
     """Up to ``limit`` chains from distinct roots down to objects of
-    ``leaked``, shortest first, each a ``Chain``. A running frame of the
-    script is a root; so is any module's globals. The referrers met on the
-    way are kept alive only while the search runs."""
+    ``leaked``, the script's own roots first, each a ``Chain``. A running
+    frame of the script is a root; so is any module's globals, a ContextVar
+    of the running context, and a suspended generator or coroutine (then
+    ``held_by`` says what holds it). ``leave_out``: ids of the caller's own
+    containers. The referrers met on the way are kept alive only while the
+    search runs."""
     frames = {}
     for top in list(sys._current_frames().values()):
         frame = top
@@ -96,8 +179,10 @@ def holder_chains(leaked, script_module=None, limit=3):
                 frames[id(frame)] = frame
             frame = frame.f_back
     modules = _module_names(script_module)
+    folder = _folder_of(script_module)
     # A running frame keeps its locals where the collector does not look:
-    # they are matched by identity instead.
+    # they are matched by identity instead; so are the values of the
+    # ContextVars of the running context (kept by the thread, not by an object).
     local_of = {}
     for frame in frames.values():
         code = frame.f_code
@@ -105,49 +190,212 @@ def holder_chains(leaked, script_module=None, limit=3):
             local_of.setdefault(id(value), (
                 frame, f"a local of {code.co_name}() at {Path(code.co_filename).name}:"
                        f"{frame.f_lineno}", name))
-    ours = {id(frames), id(local_of)}
+    for variable, value in _context_values():
+        local_of.setdefault(id(value), (
+            variable, f"the value of the ContextVar {variable.name!r} in the running context",
+            variable.name))
+    in_cpp = referred_from_cpp()
+    owned = _module_tensors(script_module, frames)  # parameters and buffers, by module
+    ours = {id(frames), id(local_of), id(in_cpp), id(owned), *leave_out}
     frontier = list(leaked)
     parent_of = {}  # id(object) -> the object one step closer to the leaked one
     kept = {id(item): item for item in frontier}
     ours.update((id(kept), id(frontier), id(leaked), id(parent_of)))
-    chains, roots_seen = [], set()
+    chains, roots_seen, orphans = [], set(), []
+    # The locals of every running frame (the watcher's too): never "from C++".
+    running = {id(item) for item in leaked}
+    for top in list(sys._current_frames().values()):
+        frame = top
+        while frame is not None:
+            names = frame.f_locals  # (a snapshot dict of the frame's: not from C++ either)
+            running.add(id(names))
+            running.update(id(value) for value in names.values())
+            frame = frame.f_back
+    ours.update((id(orphans), id(running)))
+    first_found = None  # the layer where the first chain was found
     here = sys._getframe()
-    for _ in range(MAX_LAYERS):
-        if not frontier or len(chains) >= limit:
+
+    def add(chain):
+        chains.append(chain)
+        ours.add(id(chain.objects))
+
+    for layer in range(MAX_LAYERS):
+        preferred = sum(_rank(chain, modules, folder) == 0 for chain in chains)
+        extra = EXTRA_LAYERS if preferred else 3 * EXTRA_LAYERS  # none of the script's yet
+        if not frontier or preferred >= limit or (
+                first_found is not None and layer - first_found > extra):
             break
         for item in frontier:
+            if id(item) in owned:  # a module's parameter or buffer: a root of its own
+                root, path = owned[id(item)]
+                if (id(item), path) not in roots_seen:
+                    roots_seen.add((id(item), path))
+                    add(Chain(_down_from(item, parent_of), root, path, parameter=True))
+                continue
             if id(item) in local_of:
                 frame, root, name = local_of[id(item)]
                 if (id(frame), name) not in roots_seen:
                     roots_seen.add((id(frame), name))
-                    chains.append(Chain([frame, *_down_from(item, parent_of)], root, name))
+                    add(Chain([frame, *_down_from(item, parent_of)], root, name))
+        frontier = [item for item in frontier if id(item) not in owned]
+        ours.add(id(frontier))
+        if not frontier:
+            break
         referrers = gc.get_referrers(*frontier)
         ours.add(id(referrers))
         by_id = {id(item): item for item in frontier}
         ours.add(id(by_id))
+        # What refers to the frontier from C++, where the collector does not look.
+        hidden = [(holder, item) for item in frontier for holder in in_cpp.get(id(item), ())]
         next_frontier = []
-        for item in referrers:
-            if id(item) in kept or id(item) in ours or _is_watcher_object(item, here):
+        referred = set()  # ids of the frontier's objects that a Python object refers to
+        for item, known_child in [(item, None) for item in referrers] + hidden:
+            if id(item) in ours or _is_watcher_object(item, here):
                 continue
-            child = next((by_id[id(referent)] for referent in gc.get_referents(item)
-                          if id(referent) in by_id), None)
-            if child is None:
+            children = [known_child] if known_child is not None else [
+                by_id[id(referent)] for referent in gc.get_referents(item)
+                if id(referent) in by_id]
+            referred.update(id(child) for child in children)
+            rooted = id(item) in modules or id(item) in frames or isinstance(item, SUSPENDED)
+            if id(item) in kept and not rooted:  # (a root may hold several paths)
+                continue
+            if not children:
                 continue
             kept[id(item)] = item
+            if rooted:
+                for child in children:
+                    if id(child) in owned:
+                        continue  # named by its module instead (above)
+                    root = _root_of(item, child, modules, frames)
+                    if root is not None and (id(item), root[1]) not in roots_seen:
+                        roots_seen.add((id(item), root[1]))
+                        add(Chain([item, *_down_from(child, parent_of)], *root))
+                continue
+            child = children[0]
             parent_of[id(item)] = child
-            root = _root_of(item, child, modules, frames)
-            if root is not None:
-                if (id(item), root[1]) not in roots_seen:
-                    roots_seen.add((id(item), root[1]))
-                    chains.append(Chain(_down_from(item, parent_of), *root))
+            if id(item) in owned:  # a root: found at the next layer, not walked above
+                next_frontier.append(item)
                 continue
             if isinstance(item, (types.ModuleType,)):
                 continue
             next_frontier.append(item)
+        # What no Python object refers to is kept from C++ (a hook on an
+        # autograd node, a graph's saved tensor): the top of a chain without a root.
+        for item in frontier:
+            if id(item) not in referred and id(item) not in local_of and \
+                    len(orphans) < limit and id(item) not in running:
+                orphans.append(Chain(_down_from(item, parent_of), FROM_CPP, _unnamed(item),
+                                     from_cpp=True))
         frontier = next_frontier
         ours.add(id(frontier))
-    del here
-    return chains[:limit]
+        if first_found is None and chains:
+            first_found = layer
+    if not chains:
+        chains = orphans
+    del here, frontier, kept, parent_of, orphans
+    chains.sort(key=lambda chain: _rank(chain, modules, folder))  # (a stable sort)
+    # One chain per container that holds the leaked objects: the others reach
+    # the same one another way (``trainer.__class__.history`` is ``Trainer.history``).
+    containers, distinct = set(), []
+    for chain in chains:
+        container = id(chain.objects[-2]) if len(chain.objects) > 1 else None
+        if container is None or container not in containers:
+            containers.add(container)
+            distinct.append(chain)
+    chains = distinct[:limit]
+    for chain in chains:  # who holds a suspended generator or coroutine
+        if isinstance(chain.objects[0], SUSPENDED):
+            outer = holder_chains(chain.objects[:1], script_module, 1,
+                                  (*leave_out, id(chains), *(id(c.objects) for c in chains)))
+            if outer:
+                path, _ = describe(outer[0])
+                chain.held_by = f"{container_of(path)}, {outer[0].root}"
+    return chains
+
+
+def referred_from_cpp():
+    """id(object) -> the objects that refer to it from C++, where
+    ``gc.get_referrers`` does not see them: a leaf tensor's ``.grad`` (which
+    keeps a graph after ``backward(create_graph=True)``). One pass over the
+    objects, once per search."""
+    from dezero_mini.memory.torch_census import tensor_types
+
+    kinds = tensor_types()
+    found = {}
+    for item in [item for item in gc.get_objects() if type(item) in kinds]:
+        if item.is_leaf and item.requires_grad:
+            grad = item.grad
+            if grad is not None and grad.grad_fn is not None:
+                found.setdefault(id(grad), []).append(item)
+    return found
+
+
+#: Layers searched past the first root found, for a root of the script's
+#: own (three times as many while none is found): a library's globals or
+#: the optimizer may be reached a few layers before the script's name.
+EXTRA_LAYERS = 2
+
+
+def _context_values():
+    """(ContextVar, value) of the running context."""
+    try:
+        return list(contextvars.copy_context().items())
+    except RuntimeError:
+        return []
+
+
+def _folder_of(script_module):
+    filename = getattr(script_module, "__file__", None)
+    return Path(filename).resolve().parent if filename else None
+
+
+def _rank(chain, modules, folder):
+    """0 for a chain whose root is the script's (its globals, a running frame
+    or suspended generator of its folder, a ContextVar), 1 for another
+    module's globals; +2 for a chain through an optimizer, which refers to
+    the parameters that a module owns (``model[0].weight``, not
+    ``optimizer.param_groups[0]['params'][0]``)."""
+    root = chain.objects[0]
+    rank = 1
+    if isinstance(root, types.FrameType) or isinstance(root, SUSPENDED):
+        code = root.f_code if isinstance(root, types.FrameType) else _code_of(root)
+        rank = 0 if folder is None or Path(code.co_filename).resolve().parent == folder else 1
+    elif isinstance(root, dict):
+        filename = root.get("__file__") or ""
+        rank = 0 if root.get("__name__") == "__main__" or (
+            folder is not None and filename and Path(filename).resolve().parent == folder) \
+            else 1
+    elif type(root).__name__ == "ContextVar":
+        rank = 0
+    if any(type(item).__module__.startswith("torch.optim") for item in chain.objects[1:3]):
+        rank += 2
+    return rank
+
+
+def _code_of(suspended):
+    return getattr(suspended, "gi_code", None) or getattr(suspended, "cr_code", None) or \
+        getattr(suspended, "ag_code")
+
+
+def frame_of(suspended):
+    """The frame of a suspended generator, coroutine or async generator (None once finished)."""
+    for name in ("gi_frame", "cr_frame", "ag_frame"):
+        if hasattr(suspended, name):
+            return getattr(suspended, name)
+    return None
+
+
+def _suspended_root(item, child):
+    """(what the root is, the name of ``child`` there) for a suspended
+    generator or coroutine ``item``: one of its function's locals."""
+    frame, code = frame_of(item), _code_of(item)
+    name = "?"
+    if frame is not None:
+        name = next((key for key, value in frame.f_locals.items() if value is child), "?")
+    what = {types.GeneratorType: "generator", types.CoroutineType: "coroutine"}.get(
+        type(item), "async generator")
+    where = f"{Path(code.co_filename).name}:{frame.f_lineno if frame else code.co_firstlineno}"
+    return f"a local of the suspended {what} {code.co_name}() at {where}", name
 
 
 def _is_watcher_object(item, here):
@@ -190,6 +438,20 @@ def _label(holder, child):
         return ""
     if type(holder).__name__ == "cell":
         return ""
+    if isinstance(holder, SUSPENDED):
+        frame, code = frame_of(holder), _code_of(holder)
+        name = next((key for key, value in (frame.f_locals if frame else {}).items()
+                     if value is child), None)
+        return f".<local {name!r} of {code.co_name}()>"
+    if is_lru_cache(holder) and isinstance(child, dict) and \
+            getattr(holder, "__dict__", None) is not child:
+        return ".<cache>"
+    label = _tensor_attribute(holder, child)
+    if label:
+        return label
+    if isinstance(holder, functools.partial):
+        return next((f".{name}" for name in ("func", "args", "keywords")
+                     if getattr(holder, name) is child), ".<partial>")
     if isinstance(holder, types.MethodType):
         return ".__self__" if holder.__self__ is child else ".__func__"
     if isinstance(holder, types.TracebackType):
@@ -201,6 +463,8 @@ def _label(holder, child):
         code = holder.f_code
         return (f".<local {name!r} of {code.co_name}() at "
                 f"{Path(code.co_filename).name}:{holder.f_lineno}>")
+    if isinstance(child, type) and type(holder) is child:
+        return ".__class__"
     attributes = getattr(holder, "__dict__", None)
     if attributes is child:
         return ""  # the next link names the attribute
@@ -211,14 +475,45 @@ def _label(holder, child):
     return f".<{type(holder).__name__}>"
 
 
+def is_lru_cache(item):
+    """Whether ``item`` is a function wrapped by ``functools.lru_cache`` or ``functools.cache``."""
+    return type(item).__name__ == "_lru_cache_wrapper" and hasattr(item, "cache_info")
+
+
+#: What a tensor refers to from C++ that a chain may go through.
+_TENSOR_ATTRIBUTES = ("_backward_hooks", "_post_accumulate_grad_hooks", "_base")
+
+
+def _tensor_attribute(holder, child):
+    """``._backward_hooks``, ``.grad``...: the attribute of the tensor
+    ``holder`` that ``child`` is, else None."""
+    import torch
+
+    if not isinstance(holder, torch.Tensor):
+        return None
+    names = _TENSOR_ATTRIBUTES + (("grad",) if holder.is_leaf else ())
+    return next((f".{name}" for name in names if getattr(holder, name, None) is child), None)
+
+
 def describe(chain):
     """(the path of ``chain``: ``model.encoder.layers[1].attn.maps[3]``, the
     kinds of its links: ``Sequential -> list -> Tensor``)."""
     objects = chain.objects
-    path, kinds = str(chain.name), []
+    path, kinds, labels = str(chain.name), [], []
+    if chain.parameter or chain.from_cpp:  # the root is an object itself, not a namespace
+        kinds.append(type(objects[0]).__name__)
     attribute_dict = module_dict = False  # the link before reached an __dict__, a Module's dict
+    per_thread = 0  # links still inside a threading.local: its per-thread attribute dict
     for index, (holder, child) in enumerate(zip(objects, objects[1:])):
-        label = _label(holder, child) if holder is not objects[0] else ""
+        named_by_root = holder is objects[0] and not chain.parameter
+        label = _label(holder, child) if not named_by_root else ""
+        if _is_thread_local(holder):
+            per_thread = 2  # local -> its dicts by thread -> this thread's attributes
+        if per_thread:
+            per_thread -= 1
+            label = ""
+            attribute_dict = per_thread == 0
+            continue
         if isinstance(holder, types.FunctionType) and child is holder.__closure__:
             cell = objects[index + 2] if index + 2 < len(objects) else None
             names = [name for item, name in zip(child, holder.__code__.co_freevars)
@@ -235,26 +530,90 @@ def describe(chain):
         attribute_dict = getattr(holder, "__dict__", None) is child or (
             isinstance(holder, type) and isinstance(child, dict))
         if not module_dict:
-            path += label
+            labels.append(label)
         if not (attribute_dict or module_dict or type(child).__name__ == "cell"):
             kinds.append(child.__name__ if isinstance(child, type) else type(child).__name__)
-    return path, " -> ".join(kinds)
+    return path + "".join(_linked_list_start(labels)), " -> ".join(_compressed(kinds))
+
+
+def _linked_list_start(labels):
+    """``labels`` cut where a run of the same one or two labels repeated three
+    times or more starts: the holder of a linked list (a callback wrapping
+    the one before: ``.keywords['previous']`` again and again) is where the
+    list starts."""
+    labels = [label for label in labels if label]
+    for start in range(len(labels)):
+        for size in (1, 2):
+            unit = labels[start:start + size]
+            if len(unit) == size and labels[start + size:start + 3 * size] == unit * 2:
+                return labels[:start]
+    return labels
+
+
+def _compressed(kinds):
+    """The kinds of a chain with a pair repeated in a row said once:
+    ``(partial -> dict) x7`` for a callback that wraps the one before."""
+    out, index = [], 0
+    while index < len(kinds):
+        pair = kinds[index:index + 2]
+        repeats = 1
+        while len(pair) == 2 and kinds[index + 2 * repeats:index + 2 * repeats + 2] == pair:
+            repeats += 1
+        if repeats > 2:
+            out.append(f"({pair[0]} -> {pair[1]}) x{repeats}")
+            index += 2 * repeats
+        else:
+            out.append(kinds[index])
+            index += 1
+    return out
 
 
 _MODULE_DICTS = ("_modules", "_buffers", "_parameters")
 
 
+def _is_thread_local(item):
+    """Whether ``item`` is a ``threading.local``: its attributes live in a dict per thread."""
+    return type(item).__module__ == "_thread" and type(item).__name__ == "_local" or \
+        isinstance(item, threading.local)
+
+
 def holder_kind(chain):
-    """What kind of holder ``chain`` goes through, for the fix: "buffer",
-    "exception", "default", "closure", "container", "attribute" or "name"."""
+    """What kind of holder ``chain`` goes through, for the fix: "cpp" (kept
+    from C++: no Python object refers to the top), "warning" (recorded
+    warnings), "exception", "cache" (an lru_cache's results), "hook" (a hook
+    dict that gains a hook per step), "log" (log records), "node" (autograd
+    nodes: a custom Function's ctx), "key" (a dict's keys), "grad" (a
+    ``.grad`` with a graph), "contextvar", "default", "closure", "buffer",
+    "container", "attribute" or "name"."""
     objects = chain.objects
+    if chain.from_cpp:
+        return "cpp"
+    if _warning_index(objects) is not None:  # (a Warning is an exception without a traceback)
+        return "warning"
     for holder, child in zip(objects, objects[1:]):
         if isinstance(holder, (types.TracebackType, BaseException)):
             return "exception"
+    if _cache_index(objects) is not None:
+        return "cache"
+    if _hook_index(objects, chain.name) is not None:
+        return "hook"
+    if _record_index(objects) is not None:
+        return "log"
+    if _is_node(objects[-1]):
+        return "node"
+    if len(objects) > 1 and isinstance(objects[-2], dict) and \
+            _label(objects[-2], objects[-1]) == ".<a key>":
+        return "key"
+    if any(_label(holder, child) == ".grad" for holder, child in zip(objects, objects[1:])):
+        return "grad"
+    if type(objects[0]).__name__ == "ContextVar":
+        return "contextvar"
     for holder, child in zip(objects, objects[1:]):
         if isinstance(holder, types.FunctionType):
             return "default" if child is holder.__defaults__ or \
                 child is holder.__kwdefaults__ else "closure"
+    if chain.parameter and len(objects) == 1:
+        return "buffer"  # (a buffer or parameter itself has the graph)
     import torch
 
     for holder in objects:
@@ -270,6 +629,105 @@ def holder_kind(chain):
     if len(objects) > 2:
         return "attribute"
     return "name"
+
+
+def holder_path(chain, kind):
+    """How the report names the holder of ``chain`` of ``kind``: the
+    container, not its item (``losses``, not ``losses[3]``); the hook dict
+    (``model[0].weight._backward_hooks``), the cache (``the lru_cache of
+    predict()``), the list of log records (``handler.buffer``)."""
+    objects = chain.objects
+    if kind == "cpp":
+        return chain.name  # (what it holds is in the links)
+    cut = {"cache": _cache_index, "hook": _hook_index, "log": _record_index,
+           "warning": _warning_index}.get(kind)
+    if cut is not None:
+        index = cut(objects, chain.name) if kind == "hook" else cut(objects)
+        end = index + 1 if kind not in ("log", "warning") else index
+        path = describe(dataclasses.replace(chain, objects=objects[:end]))[0]
+        return f"the lru_cache of {path}()" if kind == "cache" else path
+    return container_of(describe(chain)[0])
+
+
+def holder_size(chain, kind):
+    """How many items the holder has: the cache's results, the hook dict's hooks, else None."""
+    objects = chain.objects
+    if kind == "cache":
+        return objects[_cache_index(objects)].cache_info().currsize
+    if kind == "hook":
+        return len(objects[_hook_index(objects, chain.name)])
+    return None
+
+
+def _cache_index(objects):
+    """The index of the lru_cache wrapper whose cache the chain goes through, else None."""
+    for index, (holder, child) in enumerate(zip(objects, objects[1:])):
+        if is_lru_cache(holder) and _label(holder, child) == ".<cache>":
+            return index
+    return None
+
+
+def _hook_index(objects, name=""):
+    """The index of the hook dict (a module's ``_forward_hooks``, a tensor's
+    ``_backward_hooks``) that holds the chain's leaked object through a hook
+    and nothing that grows besides: a hook per step, never removed. None
+    when there is none (a hook registered once whose list grows is that
+    list's leak)."""
+    found = 1 if len(objects) > 2 and isinstance(objects[1], dict) and \
+        str(name).endswith("hooks") else None  # the root names the hook dict
+    for index in range(1, len(objects) - 1):
+        holder, child = objects[index - 1], objects[index]
+        if isinstance(child, dict) and re.search(r"hooks'?\]?$", _label(holder, child)):
+            found = index
+    if found is None:
+        return None
+    for holder, child in zip(objects[found + 1:], objects[found + 2:]):
+        if isinstance(holder, (list, dict, set)) or type(holder).__name__ == "deque":
+            return None  # what grows is that container, not the hook dict
+        if isinstance(holder, tuple) and not _is_defaults_or_closure(objects, holder):
+            return None
+    return found
+
+
+def _is_defaults_or_closure(objects, item):
+    return any(isinstance(function, types.FunctionType) and (
+        function.__defaults__ is item or function.__closure__ is item) for function in objects)
+
+
+def _record_index(objects):
+    """The index of the first ``logging.LogRecord`` in the chain, else None."""
+    import logging
+
+    return next((index for index, item in enumerate(objects)
+                 if isinstance(item, logging.LogRecord) and index > 0), None)
+
+
+def _warning_index(objects):
+    """The index of the first recorded warning (``warnings.catch_warnings(record=True)``)."""
+    import warnings
+
+    return next((index for index, item in enumerate(objects)
+                 if isinstance(item, warnings.WarningMessage) and index > 0), None)
+
+
+def _is_node(item):
+    """Whether ``item`` is an autograd node made in Python (a custom Function's ctx)."""
+    import torch
+
+    return isinstance(item, torch._C._FunctionBase)
+
+
+def container_of(path, last=True):
+    """The holder, not its item: ``snapshots[5][2]`` -> ``snapshots``,
+    ``pending[6].args`` (a partial's) -> ``pending``, ``seen.<a key>`` ->
+    ``seen``, ``by_step['step3']`` -> ``by_step`` (the items' indices and the
+    unnamed objects between them come off the end; a key that names a
+    container on the way stays: ``group['history'][3]`` -> ``group['history']``)."""
+    index = r"\[[^\[\]]*\]" if last else r"\[(?!')[^\[\]]*\]"
+    shorter = re.sub(rf"({index}|\.<[A-Za-z_][A-Za-z0-9_ ]*>|"
+                     r"(?<=\])\.(?:args|keywords|func))$", "", path)
+    return path if not shorter else shorter if shorter == path else \
+        container_of(shorter, last=False)
 
 
 def last_name(path):

@@ -327,8 +327,10 @@ class _Watch:
 class Holder:
     """One holder of the growth: its ``path`` (``trainer.history[29]``),
     ``root`` (``a global of train.py``), ``links`` (``Trainer -> list ->
-    Tensor``), ``kind`` (for the fix), ``lines`` that store into it, and
-    whether the leaked tensors are 0-d (``scalar``)."""
+    Tensor``), ``kind`` (for the fix), ``lines`` that store into it,
+    whether the leaked tensors are 0-d (``scalar``), what holds the root
+    when it is a suspended generator or coroutine (``held_by``), and how
+    many results or hooks it has (``size``: of a cache, a hook dict)."""
 
     path: str
     root: str
@@ -336,6 +338,8 @@ class Holder:
     kind: str
     lines: list
     scalar: bool
+    held_by: object = None
+    size: object = None
 
 
 @dataclass
@@ -358,6 +362,8 @@ class Finding:
     window_nodes: int = 0
     tensors: int = 0
     nodes: int = 0
+    #: what kind of object holds the growth when no holder is named
+    unnamed: str = ""
 
 
 @dataclass
