@@ -48,6 +48,7 @@ from dezero_mini.atomic import not_a_file
 from dezero_mini.contracts import get_stage
 from dezero_mini.contracts.bench import BATCHES
 from dezero_mini.contracts.channel import Reader, Tampered, new_key
+from dezero_mini.contracts.figures import FigureStream, Forged
 from dezero_mini.contracts.provenance import MAX_SUBMISSION_BYTES, reference_of, too_large
 from dezero_mini.contracts.scoring import Weights, select_contracts
 from dezero_mini.contracts import bubblewrap
@@ -294,6 +295,7 @@ class _Child:
         self.rss = self.rss_peak = self.rss_loaded = self.rss_low = None
         self.rss_rise = 0
         self._rss_read_at = 0.0
+        self.figures = FigureStream(batches)  # the training record, as it was taken
 
     def _sample_rss(self):
         now = time.monotonic()
@@ -675,7 +677,20 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
                 elif kind == "start" and event.get("name") in left:
                     current, began = event["name"], time.monotonic()
                     on_step(current)
+                elif kind in ("figures", "figures_end") and current is not None:
+                    try:
+                        child.figures.receive(event, current)
+                    except Forged as error:
+                        report.status, report.message = "error", (
+                            f"tampering detected: while {current} ran, the worker streamed "
+                            f"{error}")
+                        break
                 elif kind == "result" and event.get("name") == current:
+                    try:
+                        child.figures.check(event.get("records"), current)
+                    except Forged as error:
+                        report.status, report.message = "error", f"tampering detected: {error}"
+                        break
                     report.results.append(_checked_result(contracts[current], event, child,
                                                           limits, time.monotonic() - began,
                                                           number))
