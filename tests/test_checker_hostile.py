@@ -514,6 +514,146 @@ HOSTILE += [
 ]
 
 
+# --- Code of the file's that runs inside a measurement, rewriting figures already taken ---------
+# Each rewrites the traced bytes of the training record after they were measured, so
+# that the stage-02 file's 915 KiB a batch reads as flat. Without the fix, each had the
+# worker report "0.0 KiB per batch" (traced_bytes_flat passed unless the RSS read from
+# outside contradicted it). Now the figures leave the worker as they are taken, and a
+# record that differs from them is tampering. (The red team's REGISTRY.clear() row:
+# test_checker_redteam.py.)
+FIND_THE_RECORDERS_ARRAYS = """
+import sys as _sys
+
+_FRESH = {}  # batch -> its traced bytes, as the recorder measured them
+
+
+def _recorder_in(frame):
+    # The recorder's figures and the batch it runs, from the stack: (traced, i) or None.
+    while frame is not None:
+        found = frame.f_locals
+        signals, batch = found.get("signals"), found.get("i")
+        if isinstance(signals, dict) and "traced_current" in signals and type(batch) is int:
+            return signals["traced_current"], batch
+        frame = frame.f_back
+    return None
+
+
+def _flatten_taken(frame):
+    # During batch k: batches < k rewritten to what batch k will measure.
+    found = _recorder_in(frame)
+    if found is None or found[1] < 1:
+        return
+    traced, k = found
+    _FRESH[k - 1] = int(traced[k - 1])
+    if k - 2 in _FRESH:
+        traced[:k] = _FRESH[k - 1] + (_FRESH[k - 1] - _FRESH[k - 2])
+"""
+
+
+def rewrites_from_its_backward(folder):
+    """Batch k's backward rewrites the figures of batches < k."""
+    return with_backward_prologue(step_text(2) + FIND_THE_RECORDERS_ARRAYS,
+                                  "        _flatten_taken(_sys._getframe(1))\n")
+
+
+def rewrites_from_a_thread(folder):
+    """Batch k's backward wakes a thread of the file's, which finds the main
+    thread's stack (``sys._current_frames()``) and rewrites batches < k."""
+    thread = """
+import threading as _threading
+
+_GO, _DONE, _MAIN = _threading.Event(), _threading.Event(), _threading.get_ident()
+
+
+def _rewrite_when_woken():
+    while True:
+        _GO.wait()
+        _GO.clear()
+        try:
+            _flatten_taken(_sys._current_frames()[_MAIN])
+        finally:
+            _DONE.set()
+
+
+_threading.Thread(target=_rewrite_when_woken, daemon=True).start()
+"""
+    return with_backward_prologue(step_text(2) + FIND_THE_RECORDERS_ARRAYS + thread,
+                                  "        if _recorder_in(_sys._getframe(1)) is not None:\n"
+                                  "            _DONE.clear()\n"
+                                  "            _GO.set()\n"
+                                  "            _DONE.wait(5)\n")
+
+
+def rewrites_from_a_finalizer(folder):
+    """Each backward leaves a cycle whose ``__del__`` flattens the record:
+    the record's final ``gc.collect()`` runs them, after the last batch."""
+    finalizer = """
+import sys as _sys
+
+
+class _Rewriter:
+    def __del__(self):
+        frame = _sys._getframe(1)
+        while frame is not None:
+            signals = frame.f_locals.get("signals")
+            if isinstance(signals, dict) and "traced_current" in signals:
+                signals["traced_current"][:] = signals["traced_current"][0]
+                return
+            frame = frame.f_back
+"""
+    return with_backward_prologue(step_text(2) + finalizer,
+                                  "        _cycle = _Rewriter()\n"
+                                  "        _cycle.me = _cycle\n")
+
+
+def rewrites_what_gc_get_objects_finds(folder):
+    """Each backward leaves a cycle with a weak reference whose callback (run
+    when a collection frees the cycle) looks through ``gc.get_objects()`` for
+    every ``TrainingRecord`` and flattens it, and leaves another such cycle
+    for the next collection (the checker's ``forget_graphs``, after the record)."""
+    callback = """
+import gc as _gc
+import weakref as _weakref
+
+_REFS = []
+
+
+class _Marker:
+    pass
+
+
+def _rewrite_every_record(_ref):
+    for found in _gc.get_objects():
+        if type(found).__name__ == "TrainingRecord":
+            try:
+                found.traced_current[:] = found.traced_current[0]
+            except Exception:  # (a record that cannot be written: the checker's copies)
+                pass
+    _arm()  # for the next collection: the record may not exist yet
+
+
+def _arm():
+    _marker = _Marker()
+    _marker.me = _marker
+    _REFS.append(_weakref.ref(_marker, _rewrite_every_record))
+"""
+    return with_backward_prologue(step_text(2) + callback, "        _arm()\n")
+
+
+REWRITTEN = (r"tampering detected: live_objects_constant read a record whose traced_current "
+             r"differs from the figures streamed as they were taken")
+
+HOSTILE += [
+    Hostile("rewrites_earlier_batches_figures_from_its_backward", rewrites_from_its_backward, 2,
+            REWRITTEN),
+    Hostile("rewrites_earlier_batches_figures_from_a_thread", rewrites_from_a_thread, 2,
+            REWRITTEN),
+    Hostile("rewrites_the_figures_from_a_finalizer", rewrites_from_a_finalizer, 2, REWRITTEN),
+    Hostile("rewrites_the_figures_that_gc_get_objects_finds", rewrites_what_gc_get_objects_finds,
+            2, REWRITTEN),
+]
+
+
 def run_check(capsys, path, argv):
     started = time.monotonic()
     code = cli.main(["check", "3", str(path), "--json", *argv])
