@@ -654,6 +654,63 @@ HOSTILE += [
 ]
 
 
+def test_the_contracts_that_read_the_record_say_so():
+    """The parent requires a record's digest in the result of each contract
+    marked ``reads_record`` (a forged result without one is tampering): the
+    mark must be on exactly the contracts whose measurement reads
+    ``bench(module).record``. Each contract of every stage, run in this
+    process on its stage's reference with a stream configured, as the
+    worker runs it."""
+    from dezero_mini.contracts import stages
+    from dezero_mini.contracts.bench import configure, records_read
+    from dezero_mini.memory.stages import load_stage
+
+    configure(batches=3, stream=lambda **event: None)
+    try:
+        for stage in stages():
+            module = load_stage(stage.number)
+            for contract in stage.contracts:
+                records_read()
+                contract.check(module)
+                assert bool(records_read()) == contract.reads_record, contract.name
+    finally:
+        configure(batches=BATCHES)
+
+
+def test_a_figures_stream_is_taken_only_in_order():
+    """What the parent refuses of the figures lines (the file can write
+    on the channel with the worker's own writer): each with the words it says."""
+    from dezero_mini.contracts.figures import FigureStream, Forged
+
+    def line(batch, **changes):
+        return {"event": "figures", "batch": batch, "traced_current": 1, "traced_peak": 2,
+                "live_objects": 3, "tracked_objects": 0, **changes}
+
+    end = {"event": "figures_end", "final_collected": 0, "live_after_collect": 3}
+    cases = [
+        ([line(1)], "figures of batch 1 where batch 0 was due"),
+        ([line(0), line(0)], "figures of batch 0 where batch 1 was due"),
+        ([line(0), line(1), line(2)], "figures of batch 2 where batch 2 was due \\(of 2\\)"),
+        ([line(0), line(1), end, line(0)], "a figures line after the record had ended"),
+        ([line(0), line(1), end, end], "a figures_end line after the record had ended"),
+        ([line(0), end], "the record's end after 1 of its 2 batches"),
+        ([line(0, traced_current=1.5)], "traced_current is 1.5, not a whole number"),
+        ([line(0, traced_current=True)], "traced_current is True, not a whole number"),
+        ([line(0, extra=1)], "fields that the record does not send: extra"),
+    ]
+    for events, says in cases:
+        stream = FigureStream(2)
+        with pytest.raises(Forged, match=says):
+            for event in events:
+                stream.receive(event, "live_objects_constant")
+    stream = FigureStream(2)
+    for event in (line(0), line(1), end):
+        stream.receive(event, "live_objects_constant")
+    with pytest.raises(Forged, match="without the record that its verdict reads"):
+        stream.check([], "traced_bytes_flat", required=True)
+    stream.check([], "training_learns")
+
+
 def run_check(capsys, path, argv):
     started = time.monotonic()
     code = cli.main(["check", "3", str(path), "--json", *argv])
@@ -999,12 +1056,27 @@ def _touch_the_installation(tmp_path, capsys, monkeypatch):
 
 # --- What a determined submission can still do ------------------------------------------------
 FORGE_WITH_THE_WORKERS_OWN_KEY = """
-import gc, os, sys
+import gc, os, sys, types
+from dezero_mini.contracts import all_contracts
+from dezero_mini.contracts.figures import digest_of
+
 _writer = next(o for o in gc.get_objects() if type(o).__name__ == "Writer")
+_batches = int(sys.argv[3])
+_readers = {contract.name for contract in all_contracts() if contract.reads_record}
+_flat = dict(traced_current=0, traced_peak=0, live_objects=6, tracked_objects=0)
+_final = dict(final_collected=0, live_after_collect=6)
+_record = types.SimpleNamespace(**{k: [v] * _batches for k, v in _flat.items()}, **_final)
 _writer.send(event="loaded")
+_streamed = False
 for _name in [a for a in sys.argv if a.isidentifier()]:
     _writer.send(event="start", name=_name)
-    _writer.send(event="result", name=_name, passed=True, expected="x", measured="x", error=None)
+    if _name in _readers and not _streamed:  # a flat record, streamed batch by batch
+        for _batch in range(_batches):
+            _writer.send(event="figures", batch=_batch, **_flat)
+        _writer.send(event="figures_end", **_final)
+        _streamed = True
+    _writer.send(event="result", name=_name, passed=True, expected="x", measured="x", error=None,
+                 records=[digest_of(_record)] if _name in _readers else [])
 os._exit(0)
 """
 

@@ -101,11 +101,15 @@ class FigureStream:
         for name in STREAMED:
             self._received[name].append(event[name])
 
-    def check(self, digests, contract):
+    def check(self, digests, contract, required=False):
         """Hold each of ``digests`` (a result's ``digest_of`` list) against
-        the figures received."""
+        the figures received; ``required``: the contract's verdict reads the
+        record (``Contract.reads_record``, and it ran), so that a result
+        without a digest is forged too."""
         if not isinstance(digests, list) or not all(isinstance(d, dict) for d in digests):
             raise Forged(f"{contract}'s result with records in no form the worker sends")
+        if required and not digests:
+            raise Forged(f"{contract}'s result without the record that its verdict reads")
         if digests and not self.ended:
             raise Forged(f"{contract} read a record that was not streamed whole")
         for digest in digests:

@@ -26,6 +26,10 @@ And so that a file cannot make the report say what it did not measure:
 * results come on a channel of their own, each line signed with a secret of
   the run (``channel``): an unsigned or out-of-order line is tampering, as
   is a change to the instruments the worker sealed;
+* the training record's figures come on that channel batch by batch, as
+  they are taken (``figures``): a figures line out of order, twice or after
+  the record's end is tampering, and so is a result whose record differs
+  from the figures streamed (rewritten by the file's code after they were taken);
 * a flat-memory pass is held against the resident memory of the worker's
   whole process tree, which the parent reads from /proc (its rise from the
   lowest point, and its peak against the stage's budget); the bytes of the
@@ -687,7 +691,9 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
                         break
                 elif kind == "result" and event.get("name") == current:
                     try:
-                        child.figures.check(event.get("records"), current)
+                        child.figures.check(
+                            event.get("records"), current,
+                            required=contracts[current].reads_record and event.get("error") is None)
                     except Forged as error:
                         report.status, report.message = "error", f"tampering detected: {error}"
                         break

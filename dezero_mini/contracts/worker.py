@@ -16,11 +16,16 @@ truncates. Events, in order:
 * ``{"event": "loaded"}``, or ``{"event": "error", "message": ...}`` when
   the file cannot be imported, lacks a name that the stage needs or did not
   define it itself, or ``{"event": "tampered", "message": ...}``;
-* per contract ``{"event": "start", "name": ...}`` then
-  ``{"event": "result", "name", "passed", "expected", "measured", "error"}``
-  (``error``: None, or what went wrong when the measurement raised, or
+* per contract ``{"event": "start", "name": ...}``; while the contract
+  takes the training record, one ``{"event": "figures", "batch": i, ...}``
+  per batch as its figures are taken and ``{"event": "figures_end", ...}``
+  after the final collection (``dezero_mini.contracts.figures``); then
+  ``{"event": "result", "name", "passed", "expected", "measured", "error",
+  "records"}`` (``error``: None, or what went wrong when the measurement raised, or
   "missing" for a contract not run because the file lacks a name that
-  the contract's stage needs: those of earlier stages still run), or
+  the contract's stage needs: those of earlier stages still run;
+  ``records``: the digests of the records the contract read, which the
+  parent holds against the figures streamed), or
   ``tampered`` when the measurement's instruments were changed.
 
 Everything the measurement relies on is bound before the learner's file is
