@@ -209,8 +209,8 @@ class Bench:
                 figures["tracked_objects"] = 0
             if stream is not None:
                 stream_figures(stream, batch, figures)
-            if not watch:  # after the first send: what sending makes once is no batch's
-                watch.append(CollectorOff())
+            if not watch:  # after the first send, which leaves a few tracked objects
+                watch.append(CollectorOff())  # alive (7 with stage 03's reference): no batch's
 
         try:
             record = record_training(self.module, batches=self.batches, gc_enabled=False,
