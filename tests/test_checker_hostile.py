@@ -514,6 +514,204 @@ HOSTILE += [
 ]
 
 
+# --- Code of the file's that runs inside a measurement, rewriting figures already taken ---------
+# Each rewrites the traced bytes of the training record after they were measured, so
+# that the stage-02 file's 915 KiB a batch reads as flat. Without the fix, each had the
+# worker report "0.0 KiB per batch" (traced_bytes_flat passed unless the RSS read from
+# outside contradicted it). Now the figures leave the worker as they are taken, and a
+# record that differs from them is tampering. (The red team's REGISTRY.clear() row:
+# test_checker_redteam.py.)
+FIND_THE_RECORDERS_ARRAYS = """
+import sys as _sys
+
+_FRESH = {}  # batch -> its traced bytes, as the recorder measured them
+
+
+def _recorder_in(frame):
+    # The recorder's figures and the batch it runs, from the stack: (traced, i) or None.
+    while frame is not None:
+        found = frame.f_locals
+        signals, batch = found.get("signals"), found.get("i")
+        if isinstance(signals, dict) and "traced_current" in signals and type(batch) is int:
+            return signals["traced_current"], batch
+        frame = frame.f_back
+    return None
+
+
+def _flatten_taken(frame):
+    # During batch k: batches < k rewritten to what batch k will measure.
+    found = _recorder_in(frame)
+    if found is None or found[1] < 1:
+        return
+    traced, k = found
+    _FRESH[k - 1] = int(traced[k - 1])
+    if k - 2 in _FRESH:
+        traced[:k] = _FRESH[k - 1] + (_FRESH[k - 1] - _FRESH[k - 2])
+"""
+
+
+def rewrites_from_its_backward(folder):
+    """Batch k's backward rewrites the figures of batches < k."""
+    return with_backward_prologue(step_text(2) + FIND_THE_RECORDERS_ARRAYS,
+                                  "        _flatten_taken(_sys._getframe(1))\n")
+
+
+def rewrites_from_a_thread(folder):
+    """Batch k's backward wakes a thread of the file's, which finds the main
+    thread's stack (``sys._current_frames()``) and rewrites batches < k."""
+    thread = """
+import threading as _threading
+
+_GO, _DONE, _MAIN = _threading.Event(), _threading.Event(), _threading.get_ident()
+
+
+def _rewrite_when_woken():
+    while True:
+        _GO.wait()
+        _GO.clear()
+        try:
+            _flatten_taken(_sys._current_frames()[_MAIN])
+        finally:
+            _DONE.set()
+
+
+_threading.Thread(target=_rewrite_when_woken, daemon=True).start()
+"""
+    return with_backward_prologue(step_text(2) + FIND_THE_RECORDERS_ARRAYS + thread,
+                                  "        if _recorder_in(_sys._getframe(1)) is not None:\n"
+                                  "            _DONE.clear()\n"
+                                  "            _GO.set()\n"
+                                  "            _DONE.wait(5)\n")
+
+
+def rewrites_from_a_finalizer(folder):
+    """Each backward leaves a cycle whose ``__del__`` flattens the record:
+    the record's final ``gc.collect()`` runs them, after the last batch."""
+    finalizer = """
+import sys as _sys
+
+
+class _Rewriter:
+    def __del__(self):
+        frame = _sys._getframe(1)
+        while frame is not None:
+            signals = frame.f_locals.get("signals")
+            if isinstance(signals, dict) and "traced_current" in signals:
+                signals["traced_current"][:] = signals["traced_current"][0]
+                return
+            frame = frame.f_back
+"""
+    return with_backward_prologue(step_text(2) + finalizer,
+                                  "        _cycle = _Rewriter()\n"
+                                  "        _cycle.me = _cycle\n")
+
+
+def rewrites_what_gc_get_objects_finds(folder):
+    """Each backward leaves a cycle with a weak reference whose callback (run
+    when a collection frees the cycle) looks through ``gc.get_objects()`` for
+    every ``TrainingRecord`` and flattens it, and leaves another such cycle
+    for the next collection (the checker's ``forget_graphs``, after the record)."""
+    callback = """
+import gc as _gc
+import weakref as _weakref
+
+_REFS = []
+
+
+class _Marker:
+    pass
+
+
+def _rewrite_every_record(_ref):
+    for found in _gc.get_objects():
+        if type(found).__name__ == "TrainingRecord":
+            try:
+                found.traced_current[:] = found.traced_current[0]
+            except Exception:  # (a record that cannot be written: the checker's copies)
+                pass
+    _arm()  # for the next collection: the record may not exist yet
+
+
+def _arm():
+    _marker = _Marker()
+    _marker.me = _marker
+    _REFS.append(_weakref.ref(_marker, _rewrite_every_record))
+"""
+    return with_backward_prologue(step_text(2) + callback, "        _arm()\n")
+
+
+REWRITTEN = (r"tampering detected: live_objects_constant read a record whose traced_current "
+             r"differs from the figures streamed as they were taken")
+
+HOSTILE += [
+    Hostile("rewrites_earlier_batches_figures_from_its_backward", rewrites_from_its_backward, 2,
+            REWRITTEN),
+    Hostile("rewrites_earlier_batches_figures_from_a_thread", rewrites_from_a_thread, 2,
+            REWRITTEN),
+    Hostile("rewrites_the_figures_from_a_finalizer", rewrites_from_a_finalizer, 2, REWRITTEN),
+    Hostile("rewrites_the_figures_that_gc_get_objects_finds", rewrites_what_gc_get_objects_finds,
+            2, REWRITTEN),
+]
+
+
+def test_the_contracts_that_read_the_record_say_so():
+    """The parent requires a record's digest in the result of each contract
+    marked ``reads_record`` (a forged result without one is tampering): the
+    mark must be on exactly the contracts whose measurement reads
+    ``bench(module).record``. Each contract of every stage, run in this
+    process on its stage's reference with a stream configured, as the
+    worker runs it."""
+    from dezero_mini.contracts import stages
+    from dezero_mini.contracts.bench import configure, records_read
+    from dezero_mini.memory.stages import load_stage
+
+    configure(batches=3, stream=lambda **event: None)
+    try:
+        for stage in stages():
+            module = load_stage(stage.number)
+            for contract in stage.contracts:
+                records_read()
+                contract.check(module)
+                assert bool(records_read()) == contract.reads_record, contract.name
+    finally:
+        configure(batches=BATCHES)
+
+
+def test_a_figures_stream_is_taken_only_in_order():
+    """What the parent refuses of the figures lines (the file can write
+    on the channel with the worker's own writer): each with the words it says."""
+    from dezero_mini.contracts.figures import FigureStream, Forged
+
+    def line(batch, **changes):
+        return {"event": "figures", "batch": batch, "traced_current": 1, "traced_peak": 2,
+                "live_objects": 3, "tracked_objects": 0, **changes}
+
+    end = {"event": "figures_end", "final_collected": 0, "live_after_collect": 3}
+    cases = [
+        ([line(1)], "figures of batch 1 where batch 0 was due"),
+        ([line(0), line(0)], "figures of batch 0 where batch 1 was due"),
+        ([line(0), line(1), line(2)], "figures of batch 2 where batch 2 was due \\(of 2\\)"),
+        ([line(0), line(1), end, line(0)], "a figures line after the record had ended"),
+        ([line(0), line(1), end, end], "a figures_end line after the record had ended"),
+        ([line(0), end], "the record's end after 1 of its 2 batches"),
+        ([line(0, traced_current=1.5)], "traced_current is 1.5, not a whole number"),
+        ([line(0, traced_current=True)], "traced_current is True, not a whole number"),
+        ([line(0, extra=1)], "fields that the record does not send: extra"),
+    ]
+    for events, says in cases:
+        stream = FigureStream(2)
+        with pytest.raises(Forged, match=says):
+            for event in events:
+                stream.receive(event, "live_objects_constant")
+    stream = FigureStream(2)  # a record that raised in one contract is taken anew in the next
+    stream.receive(line(0), "live_objects_constant")
+    for event in (line(0), line(1), end):
+        stream.receive(event, "traced_bytes_flat")
+    with pytest.raises(Forged, match="without the record that its verdict reads"):
+        stream.check([], "traced_bytes_flat", required=True)
+    stream.check([], "training_learns")
+
+
 def run_check(capsys, path, argv):
     started = time.monotonic()
     code = cli.main(["check", "3", str(path), "--json", *argv])
@@ -859,12 +1057,27 @@ def _touch_the_installation(tmp_path, capsys, monkeypatch):
 
 # --- What a determined submission can still do ------------------------------------------------
 FORGE_WITH_THE_WORKERS_OWN_KEY = """
-import gc, os, sys
+import gc, os, sys, types
+from dezero_mini.contracts import all_contracts
+from dezero_mini.contracts.figures import digest_of
+
 _writer = next(o for o in gc.get_objects() if type(o).__name__ == "Writer")
+_batches = int(sys.argv[3])
+_readers = {contract.name for contract in all_contracts() if contract.reads_record}
+_flat = dict(traced_current=0, traced_peak=0, live_objects=6, tracked_objects=0)
+_final = dict(final_collected=0, live_after_collect=6)
+_record = types.SimpleNamespace(**{k: [v] * _batches for k, v in _flat.items()}, **_final)
 _writer.send(event="loaded")
+_streamed = False
 for _name in [a for a in sys.argv if a.isidentifier()]:
     _writer.send(event="start", name=_name)
-    _writer.send(event="result", name=_name, passed=True, expected="x", measured="x", error=None)
+    if _name in _readers and not _streamed:  # a flat record, streamed batch by batch
+        for _batch in range(_batches):
+            _writer.send(event="figures", batch=_batch, **_flat)
+        _writer.send(event="figures_end", **_final)
+        _streamed = True
+    _writer.send(event="result", name=_name, passed=True, expected="x", measured="x", error=None,
+                 records=[digest_of(_record)] if _name in _readers else [])
 os._exit(0)
 """
 

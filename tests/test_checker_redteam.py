@@ -106,7 +106,7 @@ def test_the_stage_measured_against_is_the_courses(trick, says, tmp_path, capsys
     assert re.search(says, report["message"]), report["message"]
 
 
-# --- What the file can still do: a limit the lab chapter states -----------------------------
+# --- Code of the file's run inside a measurement: figures rewritten after they were taken ------
 REWRITE_THE_RECORD_FROM_REGISTRY_CLEAR = """
 import sys as _sys
 
@@ -125,21 +125,22 @@ REGISTRY = _Registry()
 """
 
 
-def test_code_of_the_file_run_inside_a_measurement_can_still_rewrite_its_figures(tmp_path,
-                                                                                 capsys):
-    """The limit of tamper evidence in one process (docs/classroom.md says
-    so): the checker calls the file's ``REGISTRY.clear()`` between the
-    record and the contract's reading it, and the record's arrays are
-    within reach of the stack. If this test fails, the checker got
-    stronger: update the chapter."""
-    _, report = check_stage_file_with(REWRITE_THE_RECORD_FROM_REGISTRY_CLEAR, 3,
-                                      "step03_weakref_outputs.py", tmp_path, capsys)
-    flat = next(c for c in report["contracts"] if c["name"] == "traced_bytes_flat")
-    # The stage-02 file leaks 915 KiB a batch; the worker measured none. (The RSS read
-    # from outside may contradict it: 5 batches grow the RSS by some 16 MiB, at the
-    # allowance, so the pass stands on some runs and is a contradiction on others.)
-    assert re.search(r"(^|reported )-?0\.0 KiB per batch", flat["measured"]), flat
-    assert flat["passed"] or flat["error"] == "contradiction", flat
+def test_a_record_rewritten_after_its_figures_were_taken_is_tampering(tmp_path, capsys):
+    """The checker calls the file's ``REGISTRY.clear()`` between the record
+    and the contract's reading it, and the record's arrays are within reach
+    of the stack. Without the fix, the stage-02 file (915 KiB a batch) had
+    the worker report "0.0 KiB per batch", and passed traced_bytes_flat
+    unless the RSS read from outside contradicted it. Now each batch's
+    figures leave the worker as they are taken (``contracts.figures``), and
+    a result whose record differs from them is tampering. (The other members
+    of the family, from the file's backward, a thread, a finalizer and
+    ``gc.get_objects()``: test_checker_hostile.py, ``rewrites_*``.)"""
+    code, report = check_stage_file_with(REWRITE_THE_RECORD_FROM_REGISTRY_CLEAR, 3,
+                                         "step03_weakref_outputs.py", tmp_path, capsys)
+    assert code == report["exit_code"] == 2, report
+    assert report["message"] == (
+        "tampering detected: live_objects_constant read a record whose traced_current differs "
+        "from the figures streamed as they were taken (rewritten after it was measured)"), report
 
 
 # --- Values of the file's that answer a comparison for themselves -----------------------------

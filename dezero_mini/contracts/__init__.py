@@ -64,6 +64,10 @@ class Contract:
     hint: str
     measure: Callable
     until: Optional[int] = None
+    #: Whether its verdict reads the bench's training record: its result must
+    #: then carry the record's digest, which the checker holds against the
+    #: figures streamed (``contracts.figures``).
+    reads_record: bool = False
 
     def holds_at(self, number):
         """Whether a framework at stage ``number`` must keep this contract:
@@ -132,14 +136,16 @@ class Stage:
     def label(self):
         return f"stage {self.number:02d} ({self.title})"
 
-    def contract(self, hint, until=None):
+    def contract(self, hint, until=None, reads_record=False):
         """Decorator: make ``measure(module)`` a contract of this stage,
-        named after the function, summarised by its docstring's first line."""
+        named after the function, summarised by its docstring's first line
+        (``reads_record``: its verdict reads ``bench(module).record``)."""
 
         def make(measure):
             summary = (measure.__doc__ or measure.__name__).strip().splitlines()[0].rstrip(".")
             made = Contract(name=measure.__name__, stage=self.number, summary=summary,
-                            hint=" ".join(hint.split()), measure=measure, until=until)
+                            hint=" ".join(hint.split()), measure=measure, until=until,
+                            reads_record=reads_record)
             self.contracts.append(made)
             return made
 

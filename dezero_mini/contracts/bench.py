@@ -16,7 +16,9 @@ import numpy as np
 from dezero_mini.memory.counting import count_live_objects
 from dezero_mini.memory.probes import collector
 from dezero_mini.contracts.sandbox import MIB, Limits
-from dezero_mini.memory.recorder import RECORD_BYTES_PER_BATCH, record_training
+from dezero_mini.contracts.figures import digest_of, stream_figures
+from dezero_mini.memory.recorder import (RECORD_BYTES_PER_BATCH, SIGNALS, TrainingRecord,
+                                         record_training)
 from dezero_mini.memory.true_types import is_instance
 from dezero_mini.memory.workload import Workload, grad_array
 
@@ -30,10 +32,32 @@ from dezero_mini.memory.workload import Workload, grad_array
 #: batch at any count; live objects are compared batch by batch, so any
 #: growth at all shows (``benchmarks/check_times.py --margins`` prints these).
 BATCHES = 50
-_settings = {"batches": BATCHES}
+_settings = {"batches": BATCHES, "stream": None}
 KIB = 1024
 
 _benches = weakref.WeakKeyDictionary()
+#: The copies of records that contracts read since ``copies_read()`` last emptied it.
+_copies_read = []
+
+
+def _copied(values):
+    """A copy of ``values`` that no Python code can write to: an array over
+    ``bytes`` (NumPy refuses to make it writeable)."""
+    if values is None:
+        return None
+    values = np.ascontiguousarray(values)
+    return np.frombuffer(values.tobytes(), dtype=values.dtype)
+
+
+def records_read():
+    """The digests (``figures.digest_of``) of the records that contracts
+    read since the last call (``Bench.record``'s copies), each taken twice:
+    when the copy was handed out and now. The worker sends them with the
+    contract's result, and forgets them."""
+    digests = [digest for copy, handed_out in _copies_read
+               for digest in (handed_out, digest_of(copy))]
+    _copies_read.clear()
+    return digests
 
 #: What one batch of the standard run leaves alive in a stage whose graphs
 #: leak by design, with the collector off as the record runs: stage 01's
@@ -110,11 +134,14 @@ class CollectorOff:
         return gc.get_count()[0] - self._allocated
 
 
-def configure(*, batches):
-    """Set how many batches the training records of later benches have."""
+def configure(*, batches, stream=None):
+    """Set how many batches the training records of later benches have, and
+    where their figures go as they are taken: ``stream(**event)`` (the
+    worker's signed channel, ``dezero_mini.contracts.figures``), or None."""
     if int(batches) < 2:
         raise ValueError(f"configure: batches must be at least 2, got {batches!r}")
     _settings["batches"] = int(batches)
+    _settings["stream"] = stream
 
 
 def bench(module):
@@ -139,26 +166,55 @@ class Bench:
     def __init__(self, module):
         self.module = module
         self.batches = _settings["batches"]
+        self._record = None
 
-    @cached_property
+    @property
     def record(self):
-        """``record_training`` for ``self.batches`` batches, collector off;
-        ``tracked_objects`` (one figure per batch, after it: the objects of
-        the kinds that the collector tracks made since the first batch ended,
-        whatever their classes) is set on it. ``CollectorRun`` when the file
-        collects between the first batch's end and the last's."""
+        """The training record of ``self.batches`` batches, collector off
+        (``record_training``, made on first use), with ``tracked_objects``
+        (one figure per batch, after it: the objects of the kinds that the
+        collector tracks made since the first batch ended, whatever their
+        classes). ``CollectorRun`` when the file collects between the first
+        batch's end and the last's.
+
+        Each batch's figures leave the process as they are taken (when the
+        worker gave a stream: ``figures.stream_figures``), before more of the
+        file's code runs. Each read returns a copy of the figures, which the
+        worker sends with the contract's result (``records_read``): the parent
+        holds them against what was streamed, so a file that rewrites the
+        record after its figures were taken is found out."""
+        if self._record is None:
+            self._record = self._take_record()
+        copy = TrainingRecord(self._record.label, self._record.stage,
+                              {name: _copied(getattr(self._record, name)) for name in SIGNALS},
+                              final_collected=self._record.final_collected,
+                              live_after_collect=self._record.live_after_collect,
+                              gc_enabled=self._record.gc_enabled,
+                              workload=self._record.workload, elapsed=self._record.elapsed)
+        copy.tracked_objects = _copied(self._record.tracked_objects)
+        if _settings["stream"] is not None:  # (a worker's: it empties the list per contract)
+            _copies_read.append((copy, digest_of(copy)))
+        return copy
+
+    def _take_record(self):
         tracked = np.zeros(self.batches, dtype=np.int64)
         watch = []
+        stream = _settings["stream"]
 
-        def after_batch(done, total):  # (the record's own collections come before and after)
-            if not watch:
-                watch.append(CollectorOff())
-            watch[0].check(f"during batches 2 to {done}")
-            tracked[done - 1] = watch[0].tracked()
+        def on_figures(batch, figures):  # (the record's own collections come before and after)
+            if batch is not None and watch:
+                watch[0].check(f"during batches 2 to {batch + 1}")
+                tracked[batch] = figures["tracked_objects"] = watch[0].tracked()
+            elif batch is not None:
+                figures["tracked_objects"] = 0
+            if stream is not None:
+                stream_figures(stream, batch, figures)
+            if not watch:  # after the first send, which leaves a few tracked objects
+                watch.append(CollectorOff())  # alive (7 with stage 03's reference): no batch's
 
         try:
             record = record_training(self.module, batches=self.batches, gc_enabled=False,
-                                     rss=False, on_batch=after_batch)
+                                     rss=False, on_figures=on_figures)
         finally:
             forget_graphs(self.module)  # the record keeps the figures, not the objects
         record.tracked_objects = tracked

@@ -26,6 +26,10 @@ And so that a file cannot make the report say what it did not measure:
 * results come on a channel of their own, each line signed with a secret of
   the run (``channel``): an unsigned or out-of-order line is tampering, as
   is a change to the instruments the worker sealed;
+* the training record's figures come on that channel batch by batch, as
+  they are taken (``figures``): a figures line out of order, twice or after
+  the record's end is tampering, and so is a result whose record differs
+  from the figures streamed (rewritten by the file's code after they were taken);
 * a flat-memory pass is held against the resident memory of the worker's
   whole process tree, which the parent reads from /proc (its rise from the
   lowest point, and its peak against the stage's budget); the bytes of the
@@ -48,6 +52,7 @@ from dezero_mini.atomic import not_a_file
 from dezero_mini.contracts import get_stage
 from dezero_mini.contracts.bench import BATCHES
 from dezero_mini.contracts.channel import Reader, Tampered, new_key
+from dezero_mini.contracts.figures import FigureStream, Forged
 from dezero_mini.contracts.provenance import MAX_SUBMISSION_BYTES, reference_of, too_large
 from dezero_mini.contracts.scoring import Weights, select_contracts
 from dezero_mini.contracts import bubblewrap
@@ -294,6 +299,7 @@ class _Child:
         self.rss = self.rss_peak = self.rss_loaded = self.rss_low = None
         self.rss_rise = 0
         self._rss_read_at = 0.0
+        self.figures = FigureStream(batches)  # the training record, as it was taken
 
     def _sample_rss(self):
         now = time.monotonic()
@@ -675,7 +681,22 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
                 elif kind == "start" and event.get("name") in left:
                     current, began = event["name"], time.monotonic()
                     on_step(current)
+                elif kind in ("figures", "figures_end") and current is not None:
+                    try:
+                        child.figures.receive(event, current)
+                    except Forged as error:
+                        report.status, report.message = "error", (
+                            f"tampering detected: while {current} ran, the worker streamed "
+                            f"{error}")
+                        break
                 elif kind == "result" and event.get("name") == current:
+                    try:
+                        child.figures.check(
+                            event.get("records"), current,
+                            required=contracts[current].reads_record and event.get("error") is None)
+                    except Forged as error:
+                        report.status, report.message = "error", f"tampering detected: {error}"
+                        break
                     report.results.append(_checked_result(contracts[current], event, child,
                                                           limits, time.monotonic() - began,
                                                           number))

@@ -34,7 +34,7 @@ def small_graph(module, seed=0):
 
 
 # --- Stage 01 only: the leaks of the starting point ---------------------------------------
-@STAGE.contract(until=1, hint="""
+@STAGE.contract(reads_record=True, until=1, hint="""
     At stage 01 every batch's graph stays alive after the batch: a global registry
     remembers every Variable and Function that was made.""")
 def keeps_every_graph(module):
@@ -52,7 +52,7 @@ def grows_by_a_graph_per_batch(module):
         measured=f"growth >= {growth} objects and {slope / KIB:.1f} KiB per batch")
 
 
-@STAGE.contract(until=1, hint="""
+@STAGE.contract(reads_record=True, until=1, hint="""
     Stage 01 leaks in a way that the cyclic collector cannot repair: something global
     still reaches every object ever made. If gc.collect() frees old graphs, nothing
     global holds them.""")

@@ -16,7 +16,7 @@ STAGE = Stage(
 )
 
 
-@STAGE.contract(hint="""
+@STAGE.contract(reads_record=True, hint="""
     When a batch is done and the user has let go of its loss, reference counting
     alone must free the whole graph: nothing may keep a Variable or Function of a
     finished batch, neither a reference cycle nor anything global.""")
@@ -39,7 +39,7 @@ def live_objects_constant(module):
         measured=measured)
 
 
-@STAGE.contract(hint="""
+@STAGE.contract(reads_record=True, hint="""
     The arrays of finished batches are still alive: something keeps each graph. Look
     at which references between a Function and its outputs are strong, and which of
     them backward really needs.""")

@@ -16,11 +16,16 @@ truncates. Events, in order:
 * ``{"event": "loaded"}``, or ``{"event": "error", "message": ...}`` when
   the file cannot be imported, lacks a name that the stage needs or did not
   define it itself, or ``{"event": "tampered", "message": ...}``;
-* per contract ``{"event": "start", "name": ...}`` then
-  ``{"event": "result", "name", "passed", "expected", "measured", "error"}``
-  (``error``: None, or what went wrong when the measurement raised, or
+* per contract ``{"event": "start", "name": ...}``; while the contract
+  takes the training record, one ``{"event": "figures", "batch": i, ...}``
+  per batch as its figures are taken and ``{"event": "figures_end", ...}``
+  after the final collection (``dezero_mini.contracts.figures``); then
+  ``{"event": "result", "name", "passed", "expected", "measured", "error",
+  "records"}`` (``error``: None, or what went wrong when the measurement raised, or
   "missing" for a contract not run because the file lacks a name that
-  the contract's stage needs: those of earlier stages still run), or
+  the contract's stage needs: those of earlier stages still run;
+  ``records``: the digests of the records the contract read, which the
+  parent holds against the figures streamed), or
   ``tampered`` when the measurement's instruments were changed.
 
 Everything the measurement relies on is bound before the learner's file is
@@ -257,7 +262,7 @@ def main(argv):
     os.close(null)
 
     from dezero_mini.contracts import Contract, contracts_at, missing_names, names_needed_at
-    from dezero_mini.contracts.bench import CollectorRun, configure
+    from dezero_mini.contracts.bench import CollectorRun, configure, records_read
     from dezero_mini.contracts.channel import Writer
     from dezero_mini.contracts.provenance import borrowed_names, foreign_results
     from dezero_mini.memory.probes import TracesCleared
@@ -282,7 +287,7 @@ def main(argv):
     frozen_seen = [gc.get_freeze_count()]  # as low as it has been: see broken()
     send = Writer(channel_fd, key).send
     del key
-    configure(batches=batches)
+    configure(batches=batches, stream=send)
     by_name = {contract.name: contract for contract in contracts_at(number)}
     check = Contract.check  # the function itself: a patched class attribute does not reach it
     needed = names_needed_at(number)
@@ -358,7 +363,7 @@ def main(argv):
         send(event="start", name=name)
         if name in blocked:
             send(event="result", name=name, passed=False, expected=by_name[name].summary,
-                 measured=f"not run: {lacks}", error="missing")
+                 measured=f"not run: {lacks}", error="missing", records=[])
             continue
         try:
             found = check(by_name[name], module)
@@ -378,7 +383,9 @@ def main(argv):
             send(event="tampered", message=f"while {name} ran, {changed} was replaced (it is "
                                            "one of the checker's instruments)")
             return 2
-        send(event="result", name=name, **result)
+        # What each record that the contract read held when it was read: the
+        # parent holds it against the figures streamed as they were taken.
+        send(event="result", name=name, records=records_read(), **result)
     return 0
 
 

@@ -224,31 +224,38 @@ class TrainingRecord:
 
 def _record_batch(i, step, count_live, signals, watch, read_rss):
     """Run batch ``i`` (``step(i)`` returns its loss) and write its figures
-    into row ``i`` of ``signals``; ``count_live()`` counts the live objects."""
+    into row ``i`` of ``signals``; ``count_live()`` counts the live objects.
+    Returns the figures as a dict of plain numbers, made from the values
+    measured, not read back from ``signals`` (whose arrays later code could
+    rewrite)."""
     collections_before, collected_before = int(watch.counts[0]), int(watch.counts[1])
     tracemalloc.reset_peak()  # the peak *within* this batch
     t0 = time.perf_counter()
-    signals["loss"][i] = step(i)
-    signals["seconds"][i] = time.perf_counter() - t0
+    signals["loss"][i] = step(i)  # (the array converts what the step returns, as ever)
+    seconds = time.perf_counter() - t0
+    loss = float(signals["loss"][i])
     # Read before counting objects: gc.get_objects() builds a large list.
     current, peak = tracemalloc.get_traced_memory()
-    signals["traced_current"][i] = current
-    signals["traced_peak"][i] = peak
+    figures = {"loss": loss, "seconds": seconds, "traced_current": current, "traced_peak": peak}
     if signals["live_objects"] is not None:
         live = count_live()
-        signals["live_variables"][i] = live["variables"]
-        signals["live_functions"][i] = live["functions"]
-        signals["live_objects"][i] = live["total"]
+        figures["live_variables"] = int(live["variables"])
+        figures["live_functions"] = int(live["functions"])
+        figures["live_objects"] = int(live["total"])
     if read_rss is not None:
-        signals["rss"][i] = read_rss()
+        figures["rss"] = int(read_rss())
     # Collections are attributed to the batch in whose stretch they ran.
-    signals["gc_collections"][i] = int(watch.counts[0]) - collections_before
-    signals["gc_collected"][i] = int(watch.counts[1]) - collected_before
+    figures["gc_collections"] = int(watch.counts[0]) - collections_before
+    figures["gc_collected"] = int(watch.counts[1]) - collected_before
+    for name, value in figures.items():
+        signals[name][i] = value
+    return figures
 
 
 def record_training(stage_or_module, batches=200, *, gc_enabled=False, rss=True,
                     trim=True, workload=None, label=None, backward_kwargs=None,
-                    step=None, count_objects=True, on_batch=None, **workload_kwargs):
+                    step=None, count_objects=True, on_batch=None, on_figures=None,
+                    **workload_kwargs):
     """Train ``batches`` batches of the standard workload and record the
     memory signals after each one. Returns a ``TrainingRecord``.
 
@@ -277,6 +284,13 @@ def record_training(stage_or_module, batches=200, *, gc_enabled=False, rss=True,
     on_batch: None, or a callable ``on_batch(done, batches)`` called after
         each batch's figures are taken (``done`` batches of ``batches``), to
         show progress; what it allocates and frees is not in any figure.
+    on_figures: None, or a callable ``on_figures(i, figures)`` called as soon
+        as batch ``i``'s figures are taken (before ``on_batch`` and before any
+        more of the stage's code runs), with ``figures`` a dict of plain
+        numbers ``{signal: value}`` of that batch (the signals recorded);
+        and once more after the final collection, as ``on_figures(None,
+        {"final_collected": ..., "live_after_collect": ...})``. The checker
+        sends them out of the measured process from here, as they are taken.
 
     tracemalloc is started if it is not running (and then stopped at the
     end). The heap is collected once before the first batch so that earlier
@@ -327,13 +341,19 @@ def record_training(stage_or_module, batches=200, *, gc_enabled=False, rss=True,
     with tracing(), collector(gc_enabled):
         with GcWatch() as watch:
             for i in range(batches):
-                _record_batch(i, step, count_live, signals, watch, read_rss)
+                figures = _record_batch(i, step, count_live, signals, watch, read_rss)
+                if on_figures is not None:
+                    on_figures(i, figures)
+                del figures
                 if on_batch is not None:
                     on_batch(i + 1, batches)
         # After the watch has gone (the explicit collection is reported on its
         # own) but with the collector still in the recorded state.
         final_collected = gc.collect()
         live_after_collect = count_live_objects(module)["total"]
+        if on_figures is not None:
+            on_figures(None, {"final_collected": final_collected,
+                              "live_after_collect": live_after_collect})
     elapsed = time.perf_counter() - started
     return TrainingRecord(
         label,
