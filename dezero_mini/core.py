@@ -233,11 +233,11 @@ class Variable:
         seen = set()
         while funcs:
             f = funcs.pop()
-            if f in seen or f.next_functions is None:
+            edges = f.next_functions
+            if f in seen or edges is None:
                 continue
             seen.add(f)
-            edges = []
-            for edge in f.next_functions:
+            for i, edge in enumerate(edges):
                 if edge is not None and edge[1] is not None:  # a Function: cut it off
                     creator, index = edge
                     funcs.append(creator)
@@ -248,8 +248,8 @@ class Variable:
                 elif edge is not None and edge[0].creator is not None:
                     funcs.append(edge[0].creator)  # (made by a Function written DeZero's way)
                     edge[0].unchain()
-                edges.append(edge)
-            f.next_functions = edges
+                edges[i] = edge
+            _link(f, edges)
         if self.creator is not None and self.creator.next_functions is None:
             # Its own creator was freed by that backward too: there is nothing
             # to go back through, so this Variable becomes a leaf as well, and
@@ -352,8 +352,8 @@ class Variable:
         try:
             while pending:
                 f = heappop(pending)[2]
-                edges = f.next_functions
-                if edges is None:
+                edge_count = f._edge_count
+                if edge_count is None:
                     raise RuntimeError(
                         f"backward: {type(f).__name__} has already let go of its inputs and of "
                         "what its backward reads: an earlier backward() went through this graph and freed it, to "
@@ -374,15 +374,26 @@ class Variable:
                                                 create_graph, check_saved)
                 if gxs.__class__ is not tuple:
                     gxs = (gxs,)
-                if len(gxs) > len(edges):
-                    raise _too_many_gradients(f, len(gxs), len(edges))
-                # zip: a backward may return fewer gradients than inputs (a
-                # loss returns none for its labels), as in DeZero; never more.
+                if len(gxs) > edge_count:
+                    raise _too_many_gradients(f, len(gxs), edge_count)
+                # A backward may return fewer gradients than inputs (a loss
+                # returns none for its labels), as in DeZero; never more.
                 # (f.inputs: the Variables of a Function written DeZero's way)
-                for edge, gx, x in zip(edges, gxs, f.inputs or _NO_INPUTS):
-                    if gx is None or edge is None:
+                inputs = f.inputs
+                for i, gx in enumerate(gxs):
+                    # The edge of input i, from f's slots (see Function).
+                    if i == 0:
+                        node = f._node0
+                        index = f._index0
+                    elif i == 1:
+                        node = f._node1
+                        index = f._index1
+                    else:
+                        node = f._more_edges[2 * i - 4]
+                        index = f._more_edges[2 * i - 3]
+                    if gx is None or node is None:
                         continue  # this input gets no gradient (a constant, a loss's labels)
-                    node, index = edge
+                    x = None if inputs is None else inputs[i]
                     # The Variable that receives it, when it is still there: its
                     # array gives the shape and dtype the gradient must have.
                     if x is None:
@@ -433,7 +444,7 @@ class Variable:
                     _restore_saved(f, lifted)
                 if outputs_read:
                     outputs_read.pop(f, None)
-                gys = gxs = lifted = None  # would keep the last arrays alive while the next Function runs
+                gys = gxs = lifted = inputs = None  # would keep the last arrays alive while the next Function runs
             if held_outputs:
                 _FREED_BEHIND[self] = held_outputs
             f = node = None  # the last Function: freed now, like the others (errors from here on are not its)
@@ -799,7 +810,24 @@ class Function:
     # The attributes that the graph needs, in slots (see Variable). A subclass
     # that declares no ``__slots__`` (one written DeZero's way) gets a
     # ``__dict__`` back, so it can keep any attribute.
-    __slots__ = ("generation", "next_functions", "outputs", "__weakref__")
+    #
+    # The edges are kept flat, in the Function's own slots: the first two
+    # inputs' (``_node0``, ``_index0``, ``_node1``, ``_index1``; the node is
+    # the creator or the leaf, None for a constant) and one tuple
+    # ``(node, index, node, index, ...)`` for the inputs after them.
+    # ``next_functions`` gives them as a list of edges when it is read. A
+    # list of tuples, kept, would be three objects more per operation that
+    # the cyclic collector tracks and every full collection traverses: in a
+    # graph of 100,000 operations they were half its time
+    # (benchmarks/bench_ops.py counts the objects).
+    # ``_edge_count``: how many inputs; None when the Function is not linked
+    # into a graph (no_grad) or has let go of it (release).
+    __slots__ = ("generation", "_edge_count", "_node0", "_index0", "_node1", "_index1",
+                 "_more_edges", "outputs", "__weakref__")
+    # The course's instruments (dezero_mini.memory: the reference graph, the
+    # leak finder) show these slots as what they stand for: next_functions.
+    _slots_shown_as = dict.fromkeys(
+        ("_edge_count", "_node0", "_index0", "_node1", "_index1", "_more_edges"), "next_functions")
 
     saves = None  # None: DeZero's way, keep self.inputs (every input Variable)
     saved_from = {}  # saved array -> "inputs[i]" / "outputs[i]", for create_graph
@@ -859,9 +887,10 @@ class Function:
                 generation = x.generation
             edges.append(_edge_of(x))
         if build:
-            self.next_functions, self.generation = edges, generation
+            _link(self, edges)
+            self.generation = generation
         else:
-            self.next_functions = None
+            self._edge_count = None
         try:
             ys = self.forward(*xs)
         except _NAMED_ERRORS as e:
@@ -879,12 +908,28 @@ class Function:
             output.made_without_graph = True
         return outputs
 
+    @property
+    def next_functions(self):
+        """Where each input's gradient goes, one edge per input, as PyTorch's
+        ``grad_fn.next_functions``: ``(creator, output index)`` for a computed
+        Variable, ``(variable, None)`` for a leaf, None for an input that
+        needs no gradient (a constant). None when the Function is not part of
+        a graph: called under no_grad(), or freed by backward. A new list at
+        each read (the Function keeps the edges flat: see ``__slots__``)."""
+        count = getattr(self, "_edge_count", None)
+        if count is None:
+            return None
+        flat = ((self._node0, self._index0) if count == 1 else
+                (self._node0, self._index0, self._node1, self._index1)
+                + (getattr(self, "_more_edges", None) or ()))  # (only Functions of 3 inputs or more set it)
+        return [None if flat[i] is None else (flat[i], flat[i + 1]) for i in range(0, 2 * count, 2)]
+
     def release(self):
         """Let go of everything backward needed: the saved values, the input
         Variables of a Function written DeZero's way, and the Functions
         behind (backward calls it once this Function's backward has run,
         unless retain_graph)."""
-        self.next_functions = None
+        _unlink(self)
         if self.saves is None:
             self.inputs = None
         else:
@@ -915,6 +960,36 @@ class Function:
 
 
 # --- The graph as Functions link it ---------------------------------------------------------
+_NO_EDGE = (None, None)  # a constant's edge, flat: no node, no index
+
+
+def _link(f, edges):
+    """Give ``f`` the edges ``edges`` (a list as ``next_functions`` gives it),
+    kept flat in its slots (see Function)."""
+    flat = ()
+    for edge in edges:
+        flat += _NO_EDGE if edge is None else edge
+    f._node0, f._index0, f._node1, f._index1 = (flat + _NO_EDGE * 2)[:4]
+    f._more_edges = flat[4:] or None
+    f._edge_count = len(edges)
+
+
+def _unlink(f):
+    """``f`` lets go of its edges: it is no longer part of a graph."""
+    f._edge_count = f._node0 = f._node1 = f._more_edges = None
+
+
+def _gradient_targets(f):
+    """Where the gradients of the first two inputs of ``f`` go (a node of
+    its edges), None for an input that needs no gradient: a binary
+    Function's ``forward`` keeps only what the needed gradients read. Both
+    True when ``forward`` runs on its own, without a graph: keep everything."""
+    try:
+        return f._node0, f._node1
+    except AttributeError:
+        return _BOTH
+
+
 def _edge_of(x):
     """Where the gradient of the input Variable ``x`` goes, as an edge of
     ``next_functions``: None when it needs none (``requires_grad`` False);
@@ -981,7 +1056,8 @@ def _call_unary(f, x):
     """``f(x)`` for a built-in Function of one input."""
     if x.__class__ is not Variable or not Config.enable_backprop or Function.__call__ is not _CALL:
         return f(x)
-    f.next_functions = [_edge_of(x)]
+    f._node0, f._index0 = _edge_of(x) or _NO_EDGE
+    f._edge_count = 1
     f.generation = generation = x.generation
     x = x.data
     try:
@@ -1000,14 +1076,17 @@ def _call_binary(f, x0, x1):
         return f(x0, x1)
     generation, data0 = x0.generation, x0.data
     if x1.__class__ is Variable:
-        edge1, data1 = _edge_of(x1), x1.data
+        f._node1, f._index1 = _edge_of(x1) or _NO_EDGE
+        data1 = x1.data
         if x1.generation > generation:
             generation = x1.generation
     elif x1.__class__ is float or x1.__class__ is int:
-        edge1, data1 = None, _number_of(x1, data0.dtype)
+        f._node1 = f._index1 = None
+        data1 = _number_of(x1, data0.dtype)
     else:
         return f(x0, x1)
-    f.next_functions = [_edge_of(x0), edge1]
+    f._node0, f._index0 = _edge_of(x0) or _NO_EDGE
+    f._edge_count = 2
     f.generation = generation
     try:
         y = f.forward(data0, data1)
@@ -1087,7 +1166,6 @@ class _OneOutput(weakref.ref):
 _new_object = object.__new__  # an output Variable, whose slots _graph_outputs fills itself
 _VARIABLE_INIT = Variable.__init__
 
-_NO_INPUTS = itertools.repeat(None)  # zipped with the edges of a Function that keeps no inputs
 
 
 def _references_to_a_local():
@@ -1123,7 +1201,7 @@ def _lift_saved(f):
         if is_output:
             variable = _variable_of(f, index, array)
         else:
-            edge = f.next_functions[index]
+            edge = f.next_functions[index]  # (built for the read: create_graph is not the common case)
             if edge is None:  # a constant
                 variable = _constant_variable(as_array(array))
             elif edge[1] is None:  # a leaf (or a Variable made DeZero's way)
@@ -1268,7 +1346,7 @@ def _apply(function, *xs):
     For backward formulas, which run on both kinds (see Function)."""
     if isinstance(xs[0], Variable):
         return function(*xs)
-    function.next_functions = None  # no graph: nothing to link, everything to keep
+    # No graph: nothing to link; forward keeps everything (_gradient_targets).
     return function.forward(*xs)
 
 
@@ -1287,8 +1365,9 @@ def _sum_to(gx, shape):
 
 # A binary Function keeps, for each input that needs a gradient, only what
 # that gradient reads (in PyTorch, ``needs_input_grad``): ``y * 2.0`` keeps the
-# number, not y's array. ``next_functions`` is None for an input that needs
-# none; it is unset when forward is called on its own (keep everything then).
+# number, not y's array. Its edge is None for an input that needs none
+# (``_node0``, ``_node1``: see Function); unset when forward is called on its
+# own (keep everything then: _gradient_targets).
 _BOTH = (True, True)
 
 
@@ -1297,7 +1376,7 @@ class Add(Function):
     takes_numbers = True
 
     def forward(self, x0, x1):
-        to_x0, to_x1 = getattr(self, "next_functions", None) or _BOTH
+        to_x0, to_x1 = _gradient_targets(self)
         if to_x0 is not None:
             self.x0_shape = x0.shape
         if to_x1 is not None:
@@ -1307,7 +1386,7 @@ class Add(Function):
     def backward(self, gy):
         # A constant operand (``y + 1.0``) needs no gradient: not computing
         # it saves the sum that brings it back to the constant's shape.
-        to_x0, to_x1 = self.next_functions
+        to_x0, to_x1 = self._node0, self._node1
         return (_sum_to(gy, self.x0_shape) if to_x0 is not None else None,
                 _sum_to(gy, self.x1_shape) if to_x1 is not None else None)
 
@@ -1318,7 +1397,7 @@ class Mul(Function):
     takes_numbers = True
 
     def forward(self, x0, x1):
-        to_x0, to_x1 = getattr(self, "next_functions", None) or _BOTH
+        to_x0, to_x1 = _gradient_targets(self)
         if to_x0 is not None:  # x0's gradient is gy * x1
             self.x1, self.x0_shape = x1, x0.shape
         if to_x1 is not None:  # x1's gradient is gy * x0
@@ -1326,7 +1405,7 @@ class Mul(Function):
         return x0 * x1
 
     def backward(self, gy):
-        to_x0, to_x1 = self.next_functions
+        to_x0, to_x1 = self._node0, self._node1
         return (_sum_to(gy * self.x1, self.x0_shape) if to_x0 is not None else None,
                 _sum_to(gy * self.x0, self.x1_shape) if to_x1 is not None else None)
 
@@ -1346,7 +1425,7 @@ class Sub(Function):
     takes_numbers = True
 
     def forward(self, x0, x1):
-        to_x0, to_x1 = getattr(self, "next_functions", None) or _BOTH
+        to_x0, to_x1 = _gradient_targets(self)
         if to_x0 is not None:
             self.x0_shape = x0.shape
         if to_x1 is not None:
@@ -1354,7 +1433,7 @@ class Sub(Function):
         return x0 - x1
 
     def backward(self, gy):
-        to_x0, to_x1 = self.next_functions  # (see Add)
+        to_x0, to_x1 = self._node0, self._node1  # (see Add)
         return (_sum_to(gy, self.x0_shape) if to_x0 is not None else None,
                 _sum_to(-gy, self.x1_shape) if to_x1 is not None else None)
 
@@ -1365,7 +1444,7 @@ class Div(Function):
     takes_numbers = True
 
     def forward(self, x0, x1):
-        to_x0, to_x1 = getattr(self, "next_functions", None) or _BOTH
+        to_x0, to_x1 = _gradient_targets(self)
         self.x1 = x1  # both gradients read it
         if to_x0 is not None:  # gy / x1
             self.x0_shape = x0.shape
@@ -1374,7 +1453,7 @@ class Div(Function):
         return x0 / x1
 
     def backward(self, gy):
-        to_x0, to_x1 = self.next_functions
+        to_x0, to_x1 = self._node0, self._node1
         x1 = self.x1
         # -(x0 / x1^2), not -x0 / x1^2: the same bits, and x0 may be bools,
         # which NumPy refuses to negate; x1^2 in floats (int8 would wrap).
