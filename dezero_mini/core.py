@@ -121,6 +121,13 @@ class Variable:
             raise TypeError(
                 f"Variable: data must be a numpy.ndarray or None, got {type(data).__name__}"
             )
+        if data is not None and type(data.dtype) not in _NUMBER_DTYPES:
+            # Strings, objects, dates: no operation of the framework computes
+            # on them, so they are refused here rather than at the first one.
+            # (The outputs that Functions make do not come through here.)
+            raise TypeError(
+                f"Variable: data must be numbers (bool, int, float or complex), got an array of "
+                f"{data.dtype}; convert it first, for example Variable(x.astype(np.float64))")
         self.data = data
         self.name = name
         self.grad = None
@@ -131,7 +138,7 @@ class Variable:
         self.made_without_graph = False
         # Whether backward gives this Variable a gradient (see requires_grad):
         # True for every Variable of numbers, as in DeZero.
-        self._requires_grad = data is None or type(data.dtype) in _NUMBER_DTYPES
+        self._requires_grad = True
 
     @property
     def requires_grad(self):
@@ -671,9 +678,21 @@ def _number_of(number, dtype):
 def _constant_variable(array):
     """A constant as a Variable (for a Function that keeps its inputs
     DeZero's way): one that needs no gradient."""
-    constant = Variable(array)
+    constant = _output_variable(array)
     constant._requires_grad = False
     return constant
+
+
+def _output_variable(array):
+    """A Variable that the framework makes for an array that a Function
+    computed (or a constant): through ``Variable.__init__``, so that an
+    instrument that wraps it sees it born, but of any dtype (a forward may
+    compute strings or dates, which then get no gradient), where a Variable
+    that the user makes must hold numbers."""
+    output = Variable(None)
+    output.data = array
+    output._requires_grad = type(array.dtype) in _NUMBER_DTYPES
+    return output
 
 
 @functools.lru_cache(maxsize=256)
@@ -900,10 +919,10 @@ class Function:
                 self.inputs = variables  # DeZero's way: keep them all, read or not
             return _graph_outputs(self, ys, generation)
         if ys.__class__ is not tuple:
-            output = Variable(ys if ys.__class__ is np.ndarray else _output_array(self, ys))
+            output = _output_variable(ys if ys.__class__ is np.ndarray else _output_array(self, ys))
             output.made_without_graph = True  # so that backward() can explain
             return output
-        outputs = [Variable(y if type(y) is np.ndarray else _output_array(self, y)) for y in ys]
+        outputs = [_output_variable(y if type(y) is np.ndarray else _output_array(self, y)) for y in ys]
         for output in outputs:
             output.made_without_graph = True
         return outputs
@@ -1020,14 +1039,14 @@ def _graph_outputs(f, ys, generation):
         # overhead on every operation. (Unless an instrument wraps __init__
         # to see every Variable born: dezero_mini.memory's leak finder.)
         ys = ys if ys.__class__ is np.ndarray else _output_array(f, ys)
-        output = _new_object(Variable) if Variable.__init__ is _VARIABLE_INIT else Variable(ys)
+        output = _new_object(Variable) if Variable.__init__ is _VARIABLE_INIT else _output_variable(ys)
         output.data = ys
         output.name = output.grad = None
         output.creator, output.generation, output.made_without_graph = f, generation + 1, False
         output._requires_grad = output.data.dtype.__class__ in _NUMBER_DTYPES
         f.outputs = _OneOutput(output)  # weak: no cycle (stage 03)
         return output
-    outputs = [Variable(y if type(y) is np.ndarray else _output_array(f, y)) for y in ys]
+    outputs = [_output_variable(y if type(y) is np.ndarray else _output_array(f, y)) for y in ys]
     for output in outputs:
         output.creator = f
         output.generation = generation + 1
