@@ -344,6 +344,7 @@ class Variable:
             grads = {creator: [None] * len(creator.outputs)}
             grads[creator][index] = seed
         leaf_grads, outputs_read = {}, {}
+        leaf_sums = set()  # the leaves whose gradient in leaf_grads is a sum made here
         held_outputs = []  # outputs of freed Functions that something else holds (see unchain_backward)
         pending = [(-creator.generation, next(order), creator)]
         heappush, heappop = heapq.heappush, heapq.heappop  # local names: looked up once
@@ -419,7 +420,16 @@ class Variable:
                     if index is None:
                         if node.creator is None:  # a leaf keeps its gradient (given at the end)
                             held = leaf_grads.get(node)
-                            leaf_grads[node] = gx if held is None else held + gx
+                            if held is None:
+                                leaf_grads[node] = gx
+                            elif held.__class__ is np.ndarray and node in leaf_sums:
+                                # A sum that this pass made and nothing else holds,
+                                # of the leaf's shape and dtype (both checked above):
+                                # added to in place, without a new array each time.
+                                held += gx
+                            else:
+                                leaf_grads[node] = held + gx
+                                leaf_sums.add(node)
                             continue
                         # Made by a Function written DeZero's way, whose backward may
                         # read its outputs (``self.outputs[0]()``): alive until it runs.
@@ -872,7 +882,7 @@ class Function:
         # generation. An edge is known before forward runs, so that forward
         # can keep only what the gradients that are needed read. (The
         # built-in Functions of one and two inputs take a shorter way for
-        # the common cases: _call_unary and _call_binary.)
+        # the common cases: _unary and _binary.)
         xs, edges, generation = [], [], 0
         for x in inputs:
             if x.__class__ is not Variable and not isinstance(x, Variable):
@@ -1064,54 +1074,96 @@ def _raise_forward_error(f, error, xs):
 # A Function call is the framework's own cost on every operation: Function.__call__
 # serves every kind of input (constants, DeZero's Functions, no_grad, the
 # check mode's stand-ins) in a loop. The built-in Functions of one and two
-# inputs call the two below, which write out the common case, a graph built
-# from Variables (and numbers, for arithmetic), and leave every other case to
-# __call__: together they cost a third less per operation. (Every call goes
-# through __call__ while an instrument wraps it: dezero_mini.memory's timeline.)
+# inputs (``F.sin``, ``+``, ``*``) are made by the two below, which write out
+# the common case in one frame, a graph built from Variables (and numbers,
+# for arithmetic), and leave every other case to __call__: together they
+# cost a third less per operation. (Every call goes through __call__ while an
+# instrument wraps it: dezero_mini.memory's timeline.)
 _CALL = Function.__call__
 
 
-def _call_unary(f, x):
-    """``f(x)`` for a built-in Function of one input."""
-    if x.__class__ is not Variable or not Config.enable_backprop or Function.__call__ is not _CALL:
-        return f(x)
-    f._node0, f._index0 = _edge_of(x) or _NO_EDGE
-    f._edge_count = 1
-    f.generation = generation = x.generation
-    x = x.data
-    try:
-        y = f.forward(x)
-    except _NAMED_ERRORS as e:
-        _raise_forward_error(f, e, (x,))
-    return _graph_outputs(f, y, generation)
+def _edge_to(x):
+    """The edge of the input Variable ``x``, flat: ``(node, index)``, or
+    _NO_EDGE for one that needs no gradient (see _edge_of)."""
+    return _edge_of(x) or _NO_EDGE
 
 
-def _call_binary(f, x0, x1):
-    """``f(x0, x1)`` for an arithmetic Function (``takes_numbers``) of a
-    Variable ``x0`` and a Variable or a Python number ``x1`` (``y * a``,
-    ``y * 0.5``). A number reaches forward as the read-only 0-d array that
-    NumPy would make of it (_number_of)."""
-    if x0.__class__ is not Variable or not Config.enable_backprop or Function.__call__ is not _CALL:
-        return f(x0, x1)
-    generation, data0 = x0.generation, x0.data
-    if x1.__class__ is Variable:
-        f._node1, f._index1 = _edge_of(x1) or _NO_EDGE
-        data1 = x1.data
-        if x1.generation > generation:
-            generation = x1.generation
-    elif x1.__class__ is float or x1.__class__ is int:
-        f._node1 = f._index1 = None
-        data1 = _number_of(x1, data0.dtype)
-    else:
-        return f(x0, x1)
-    f._node0, f._index0 = _edge_of(x0) or _NO_EDGE
-    f._edge_count = 2
-    f.generation = generation
-    try:
-        y = f.forward(data0, data1)
-    except _NAMED_ERRORS as e:
-        _raise_forward_error(f, e, (data0, data1))
-    return _graph_outputs(f, y, generation)
+def _unary(function_class, name):
+    """The function ``name(x)`` of the built-in Function ``function_class`` of
+    one input (``F.sin``, ``neg``)."""
+
+    def call(x):
+        if x.__class__ is not Variable or not Config.enable_backprop or Function.__call__ is not _CALL:
+            return function_class()(x)
+        f = function_class()
+        creator = x.creator
+        # The common edge, written out (a computed Variable, the only output
+        # of a built-in Function); every other one from _edge_of.
+        if (creator is not None and creator.outputs.__class__ is _OneOutput
+                and x._requires_grad and creator.saves is not None):
+            f._node0 = creator
+            f._index0 = 0
+        else:
+            f._node0, f._index0 = _edge_to(x)
+        f._edge_count = 1
+        f.generation = generation = x.generation
+        x = x.data
+        try:
+            y = f.forward(x)
+        except _NAMED_ERRORS as e:
+            _raise_forward_error(f, e, (x,))
+        return _graph_outputs(f, y, generation)
+
+    return _named(call, name, f"``{name}(x)``: the Function {function_class.__name__} of x.")
+
+
+def _binary(function_class, name):
+    """The function ``name(x0, x1)`` of an arithmetic Function
+    (``takes_numbers``), for a Variable ``x0`` and a Variable or a Python
+    number ``x1`` (``y * a``, ``y * 0.5``). A number reaches forward as the
+    read-only 0-d array that NumPy would make of it (_number_of)."""
+
+    def call(x0, x1):
+        if x0.__class__ is not Variable or not Config.enable_backprop or Function.__call__ is not _CALL:
+            return function_class()(x0, x1)
+        generation, data0 = x0.generation, x0.data
+        if x1.__class__ is Variable:
+            f = function_class()
+            f._node1, f._index1 = _edge_to(x1)
+            data1 = x1.data
+            if x1.generation > generation:
+                generation = x1.generation
+        elif x1.__class__ is float or x1.__class__ is int:
+            f = function_class()
+            f._node1 = f._index1 = None
+            data1 = _number_of(x1, data0.dtype)
+        else:
+            return function_class()(x0, x1)
+        creator = x0.creator
+        if (creator is not None and creator.outputs.__class__ is _OneOutput
+                and x0._requires_grad and creator.saves is not None):
+            f._node0 = creator  # the common edge, as in _unary
+            f._index0 = 0
+        else:
+            f._node0, f._index0 = _edge_to(x0)
+        f._edge_count = 2
+        f.generation = generation
+        try:
+            y = f.forward(data0, data1)
+        except _NAMED_ERRORS as e:
+            _raise_forward_error(f, e, (data0, data1))
+        return _graph_outputs(f, y, generation)
+
+    return _named(call, name, f"``{name}(x0, x1)``: the Function {function_class.__name__} of x0 and x1.")
+
+
+def _named(function, name, doc):
+    """``function``, named ``name`` of the module that called _unary or
+    _binary (for tracebacks, help() and pickle), with the docstring ``doc``."""
+    function.__name__ = function.__qualname__ = name
+    function.__module__ = sys._getframe(2).f_globals["__name__"]
+    function.__doc__ = doc
+    return function
 
 
 def _run_backward(f, gys, retain_grad, create_graph, check_saved):
@@ -1405,9 +1457,14 @@ class Add(Function):
     def backward(self, gy):
         # A constant operand (``y + 1.0``) needs no gradient: not computing
         # it saves the sum that brings it back to the constant's shape.
-        to_x0, to_x1 = self._node0, self._node1
-        return (_sum_to(gy, self.x0_shape) if to_x0 is not None else None,
-                _sum_to(gy, self.x1_shape) if to_x1 is not None else None)
+        # (The shapes are compared here: most often they match, and then the
+        # gradient is gy itself, without a call of _sum_to.)
+        shape, gx0, gx1 = gy.shape, None, None
+        if self._node0 is not None:
+            gx0 = gy if shape == self.x0_shape else _sum_to(gy, self.x0_shape)
+        if self._node1 is not None:
+            gx1 = gy if shape == self.x1_shape else _sum_to(gy, self.x1_shape)
+        return gx0, gx1
 
 
 class Mul(Function):
@@ -1424,9 +1481,16 @@ class Mul(Function):
         return x0 * x1
 
     def backward(self, gy):
-        to_x0, to_x1 = self._node0, self._node1
-        return (_sum_to(gy * self.x1, self.x0_shape) if to_x0 is not None else None,
-                _sum_to(gy * self.x0, self.x1_shape) if to_x1 is not None else None)
+        gx0 = gx1 = None  # (shapes compared here, as in Add)
+        if self._node0 is not None:
+            gx0 = gy * self.x1
+            if gx0.shape != self.x0_shape:
+                gx0 = _sum_to(gx0, self.x0_shape)
+        if self._node1 is not None:
+            gx1 = gy * self.x0
+            if gx1.shape != self.x1_shape:
+                gx1 = _sum_to(gx1, self.x1_shape)
+        return gx0, gx1
 
 
 class Neg(Function):
@@ -1580,28 +1644,17 @@ class Cast(Function):
         return gy.astype(dtype)
 
 
-def add(x0, x1):
-    return _call_binary(Add(), x0, x1)
-
-
-def mul(x0, x1):
-    return _call_binary(Mul(), x0, x1)
-
-
-def neg(x):
-    return _call_unary(Neg(), x)
-
-
-def sub(x0, x1):
-    return _call_binary(Sub(), x0, x1)
+add = _binary(Add, "add")
+mul = _binary(Mul, "mul")
+neg = _unary(Neg, "neg")
+sub = _binary(Sub, "sub")
 
 
 def rsub(x0, x1):
     return Sub()(x1, x0)
 
 
-def div(x0, x1):
-    return _call_binary(Div(), x0, x1)
+div = _binary(Div, "div")
 
 
 def rdiv(x0, x1):

@@ -39,11 +39,11 @@ from dezero_mini.core import (  # noqa: F401 (re-exported)
     _FLOAT64,
     _INEXACT_DTYPES,
     _apply,
-    _call_unary,
     _gradient_targets,
     _in_gradient_dtype,
     _number_array,
     _sum_to,
+    _unary,
     add,
     as_array,
     as_variable,
@@ -282,36 +282,14 @@ class Clip(Function):
         return gy * self.inside
 
 
-def square(x):
-    return _call_unary(Square(), x)
-
-
-def exp(x):
-    return _call_unary(Exp(), x)
-
-
-def log(x):
-    return _call_unary(Log(), x)
-
-
-def sin(x):
-    return _call_unary(Sin(), x)
-
-
-def cos(x):
-    return _call_unary(Cos(), x)
-
-
-def tanh(x):
-    return _call_unary(Tanh(), x)
-
-
-def sigmoid(x):
-    return _call_unary(Sigmoid(), x)
-
-
-def relu(x):
-    return _call_unary(ReLU(), x)
+square = _unary(Square, "square")
+exp = _unary(Exp, "exp")
+log = _unary(Log, "log")
+sin = _unary(Sin, "sin")
+cos = _unary(Cos, "cos")
+tanh = _unary(Tanh, "tanh")
+sigmoid = _unary(Sigmoid, "sigmoid")
+relu = _unary(ReLU, "relu")
 
 
 def leaky_relu(x, slope=0.2):
