@@ -333,6 +333,10 @@ class Variable:
         # The counter breaks ties between Functions of the same generation in
         # the order they were reached, so that the gradients are summed in
         # the same order on every run (floating-point sums depend on it).
+        # ``ready``: a Function reached while the heap was empty, held out of
+        # it until a second one is reached. In a chain (each Function's
+        # output used once) the next Function is always alone: the heap's
+        # pushes and pops would give it back at once, in the same order.
         # The gradients wait in ``grads``: for a Function of one output (the
         # common case) the gradient itself, else a list, one per output.
         order = itertools.count()
@@ -346,7 +350,7 @@ class Variable:
         leaf_grads, outputs_read = {}, {}
         leaf_sums = set()  # the leaves whose gradient in leaf_grads is a sum made here
         held_outputs = []  # outputs of freed Functions that something else holds (see unchain_backward)
-        pending = [(-creator.generation, next(order), creator)]
+        pending, ready = [], creator
         heappush, heappop = heapq.heappush, heapq.heappop  # local names: looked up once
         check_saved = Config.check_saved
         ordinary = not (retain_grad or create_graph or check_saved)
@@ -358,8 +362,11 @@ class Variable:
         Config.enable_backprop = create_graph
         f = None
         try:
-            while pending:
-                f = heappop(pending)[2]
+            while ready is not None or pending:
+                if ready is not None:
+                    f, ready = ready, None
+                else:
+                    f = heappop(pending)[2]
                 edge_count = f._edge_count
                 if edge_count is None:
                     raise RuntimeError(
@@ -437,14 +444,23 @@ class Variable:
                         node, index = _edge_to_creator(node)
                     held = grads.get(node)
                     if node.outputs.__class__ is _OneOutput:
-                        if held is None:  # the first gradient for this Function: it joins the heap
+                        if held is None:  # the first gradient for this Function: it is reached
                             grads[node] = gx
+                            if ready is None and not pending:
+                                ready = node  # alone: no heap needed (yet)
+                                continue
+                            if ready is not None:  # not alone any more: both in the heap, in order
+                                heappush(pending, (-ready.generation, next(order), ready))
+                                ready = None
                             heappush(pending, (-node.generation, next(order), node))
                         else:
                             grads[node] = held + gx
                         continue
                     if held is None:
                         held = grads[node] = [None] * len(node.outputs)
+                        if ready is not None:  # (see above)
+                            heappush(pending, (-ready.generation, next(order), ready))
+                            ready = None
                         heappush(pending, (-node.generation, next(order), node))
                     held[index] = gx if held[index] is None else held[index] + gx
                 if not retain_graph:
