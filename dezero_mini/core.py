@@ -121,6 +121,13 @@ class Variable:
             raise TypeError(
                 f"Variable: data must be a numpy.ndarray or None, got {type(data).__name__}"
             )
+        if data is not None and type(data.dtype) not in _NUMBER_DTYPES:
+            # Strings, objects, dates: no operation of the framework computes
+            # on them, so they are refused here rather than at the first one.
+            # (The outputs that Functions make do not come through here.)
+            raise TypeError(
+                f"Variable: data must be numbers (bool, int, float or complex), got an array of "
+                f"{data.dtype}; convert it first, for example Variable(x.astype(np.float64))")
         self.data = data
         self.name = name
         self.grad = None
@@ -131,7 +138,7 @@ class Variable:
         self.made_without_graph = False
         # Whether backward gives this Variable a gradient (see requires_grad):
         # True for every Variable of numbers, as in DeZero.
-        self._requires_grad = data is None or type(data.dtype) in _NUMBER_DTYPES
+        self._requires_grad = True
 
     @property
     def requires_grad(self):
@@ -233,11 +240,11 @@ class Variable:
         seen = set()
         while funcs:
             f = funcs.pop()
-            if f in seen or f.next_functions is None:
+            edges = f.next_functions
+            if f in seen or edges is None:
                 continue
             seen.add(f)
-            edges = []
-            for edge in f.next_functions:
+            for i, edge in enumerate(edges):
                 if edge is not None and edge[1] is not None:  # a Function: cut it off
                     creator, index = edge
                     funcs.append(creator)
@@ -248,8 +255,8 @@ class Variable:
                 elif edge is not None and edge[0].creator is not None:
                     funcs.append(edge[0].creator)  # (made by a Function written DeZero's way)
                     edge[0].unchain()
-                edges.append(edge)
-            f.next_functions = edges
+                edges[i] = edge
+            _link(f, edges)
         if self.creator is not None and self.creator.next_functions is None:
             # Its own creator was freed by that backward too: there is nothing
             # to go back through, so this Variable becomes a leaf as well, and
@@ -326,6 +333,10 @@ class Variable:
         # The counter breaks ties between Functions of the same generation in
         # the order they were reached, so that the gradients are summed in
         # the same order on every run (floating-point sums depend on it).
+        # ``ready``: a Function reached while the heap was empty, held out of
+        # it until a second one is reached. In a chain (each Function's
+        # output used once) the next Function is always alone: the heap's
+        # pushes and pops would give it back at once, in the same order.
         # The gradients wait in ``grads``: for a Function of one output (the
         # common case) the gradient itself, else a list, one per output.
         order = itertools.count()
@@ -337,8 +348,9 @@ class Variable:
             grads = {creator: [None] * len(creator.outputs)}
             grads[creator][index] = seed
         leaf_grads, outputs_read = {}, {}
+        leaf_sums = set()  # the leaves whose gradient in leaf_grads is a sum made here
         held_outputs = []  # outputs of freed Functions that something else holds (see unchain_backward)
-        pending = [(-creator.generation, next(order), creator)]
+        pending, ready = [], creator
         heappush, heappop = heapq.heappush, heapq.heappop  # local names: looked up once
         check_saved = Config.check_saved
         ordinary = not (retain_grad or create_graph or check_saved)
@@ -350,10 +362,13 @@ class Variable:
         Config.enable_backprop = create_graph
         f = None
         try:
-            while pending:
-                f = heappop(pending)[2]
-                edges = f.next_functions
-                if edges is None:
+            while ready is not None or pending:
+                if ready is not None:
+                    f, ready = ready, None
+                else:
+                    f = heappop(pending)[2]
+                edge_count = f._edge_count
+                if edge_count is None:
                     raise RuntimeError(
                         f"backward: {type(f).__name__} has already let go of its inputs and of "
                         "what its backward reads: an earlier backward() went through this graph and freed it, to "
@@ -374,15 +389,26 @@ class Variable:
                                                 create_graph, check_saved)
                 if gxs.__class__ is not tuple:
                     gxs = (gxs,)
-                if len(gxs) > len(edges):
-                    raise _too_many_gradients(f, len(gxs), len(edges))
-                # zip: a backward may return fewer gradients than inputs (a
-                # loss returns none for its labels), as in DeZero; never more.
+                if len(gxs) > edge_count:
+                    raise _too_many_gradients(f, len(gxs), edge_count)
+                # A backward may return fewer gradients than inputs (a loss
+                # returns none for its labels), as in DeZero; never more.
                 # (f.inputs: the Variables of a Function written DeZero's way)
-                for edge, gx, x in zip(edges, gxs, f.inputs or _NO_INPUTS):
-                    if gx is None or edge is None:
+                inputs = f.inputs
+                for i, gx in enumerate(gxs):
+                    # The edge of input i, from f's slots (see Function).
+                    if i == 0:
+                        node = f._node0
+                        index = f._index0
+                    elif i == 1:
+                        node = f._node1
+                        index = f._index1
+                    else:
+                        node = f._more_edges[2 * i - 4]
+                        index = f._more_edges[2 * i - 3]
+                    if gx is None or node is None:
                         continue  # this input gets no gradient (a constant, a loss's labels)
-                    node, index = edge
+                    x = None if inputs is None else inputs[i]
                     # The Variable that receives it, when it is still there: its
                     # array gives the shape and dtype the gradient must have.
                     if x is None:
@@ -401,7 +427,16 @@ class Variable:
                     if index is None:
                         if node.creator is None:  # a leaf keeps its gradient (given at the end)
                             held = leaf_grads.get(node)
-                            leaf_grads[node] = gx if held is None else held + gx
+                            if held is None:
+                                leaf_grads[node] = gx
+                            elif held.__class__ is np.ndarray and node in leaf_sums:
+                                # A sum that this pass made and nothing else holds,
+                                # of the leaf's shape and dtype (both checked above):
+                                # added to in place, without a new array each time.
+                                held += gx
+                            else:
+                                leaf_grads[node] = held + gx
+                                leaf_sums.add(node)
                             continue
                         # Made by a Function written DeZero's way, whose backward may
                         # read its outputs (``self.outputs[0]()``): alive until it runs.
@@ -409,14 +444,23 @@ class Variable:
                         node, index = _edge_to_creator(node)
                     held = grads.get(node)
                     if node.outputs.__class__ is _OneOutput:
-                        if held is None:  # the first gradient for this Function: it joins the heap
+                        if held is None:  # the first gradient for this Function: it is reached
                             grads[node] = gx
+                            if ready is None and not pending:
+                                ready = node  # alone: no heap needed (yet)
+                                continue
+                            if ready is not None:  # not alone any more: both in the heap, in order
+                                heappush(pending, (-ready.generation, next(order), ready))
+                                ready = None
                             heappush(pending, (-node.generation, next(order), node))
                         else:
                             grads[node] = held + gx
                         continue
                     if held is None:
                         held = grads[node] = [None] * len(node.outputs)
+                        if ready is not None:  # (see above)
+                            heappush(pending, (-ready.generation, next(order), ready))
+                            ready = None
                         heappush(pending, (-node.generation, next(order), node))
                     held[index] = gx if held[index] is None else held[index] + gx
                 if not retain_graph:
@@ -433,7 +477,7 @@ class Variable:
                     _restore_saved(f, lifted)
                 if outputs_read:
                     outputs_read.pop(f, None)
-                gys = gxs = lifted = None  # would keep the last arrays alive while the next Function runs
+                gys = gxs = lifted = inputs = None  # would keep the last arrays alive while the next Function runs
             if held_outputs:
                 _FREED_BEHIND[self] = held_outputs
             f = node = None  # the last Function: freed now, like the others (errors from here on are not its)
@@ -660,9 +704,21 @@ def _number_of(number, dtype):
 def _constant_variable(array):
     """A constant as a Variable (for a Function that keeps its inputs
     DeZero's way): one that needs no gradient."""
-    constant = Variable(array)
+    constant = _output_variable(array)
     constant._requires_grad = False
     return constant
+
+
+def _output_variable(array):
+    """A Variable that the framework makes for an array that a Function
+    computed (or a constant): through ``Variable.__init__``, so that an
+    instrument that wraps it sees it born, but of any dtype (a forward may
+    compute strings or dates, which then get no gradient), where a Variable
+    that the user makes must hold numbers."""
+    output = Variable(None)
+    output.data = array
+    output._requires_grad = type(array.dtype) in _NUMBER_DTYPES
+    return output
 
 
 @functools.lru_cache(maxsize=256)
@@ -799,7 +855,24 @@ class Function:
     # The attributes that the graph needs, in slots (see Variable). A subclass
     # that declares no ``__slots__`` (one written DeZero's way) gets a
     # ``__dict__`` back, so it can keep any attribute.
-    __slots__ = ("generation", "next_functions", "outputs", "__weakref__")
+    #
+    # The edges are kept flat, in the Function's own slots: the first two
+    # inputs' (``_node0``, ``_index0``, ``_node1``, ``_index1``; the node is
+    # the creator or the leaf, None for a constant) and one tuple
+    # ``(node, index, node, index, ...)`` for the inputs after them.
+    # ``next_functions`` gives them as a list of edges when it is read. A
+    # list of tuples, kept, would be three objects more per operation that
+    # the cyclic collector tracks and every full collection traverses: in a
+    # graph of 100,000 operations they were half its time
+    # (benchmarks/bench_ops.py counts the objects).
+    # ``_edge_count``: how many inputs; None when the Function is not linked
+    # into a graph (no_grad) or has let go of it (release).
+    __slots__ = ("generation", "_edge_count", "_node0", "_index0", "_node1", "_index1",
+                 "_more_edges", "outputs", "__weakref__")
+    # The course's instruments (dezero_mini.memory: the reference graph, the
+    # leak finder) show these slots as what they stand for: next_functions.
+    _slots_shown_as = dict.fromkeys(
+        ("_edge_count", "_node0", "_index0", "_node1", "_index1", "_more_edges"), "next_functions")
 
     saves = None  # None: DeZero's way, keep self.inputs (every input Variable)
     saved_from = {}  # saved array -> "inputs[i]" / "outputs[i]", for create_graph
@@ -825,7 +898,7 @@ class Function:
         # generation. An edge is known before forward runs, so that forward
         # can keep only what the gradients that are needed read. (The
         # built-in Functions of one and two inputs take a shorter way for
-        # the common cases: _call_unary and _call_binary.)
+        # the common cases: _unary and _binary.)
         xs, edges, generation = [], [], 0
         for x in inputs:
             if x.__class__ is not Variable and not isinstance(x, Variable):
@@ -859,9 +932,10 @@ class Function:
                 generation = x.generation
             edges.append(_edge_of(x))
         if build:
-            self.next_functions, self.generation = edges, generation
+            _link(self, edges)
+            self.generation = generation
         else:
-            self.next_functions = None
+            self._edge_count = None
         try:
             ys = self.forward(*xs)
         except _NAMED_ERRORS as e:
@@ -871,20 +945,36 @@ class Function:
                 self.inputs = variables  # DeZero's way: keep them all, read or not
             return _graph_outputs(self, ys, generation)
         if ys.__class__ is not tuple:
-            output = Variable(ys if ys.__class__ is np.ndarray else _output_array(self, ys))
+            output = _output_variable(ys if ys.__class__ is np.ndarray else _output_array(self, ys))
             output.made_without_graph = True  # so that backward() can explain
             return output
-        outputs = [Variable(y if type(y) is np.ndarray else _output_array(self, y)) for y in ys]
+        outputs = [_output_variable(y if type(y) is np.ndarray else _output_array(self, y)) for y in ys]
         for output in outputs:
             output.made_without_graph = True
         return outputs
+
+    @property
+    def next_functions(self):
+        """Where each input's gradient goes, one edge per input, as PyTorch's
+        ``grad_fn.next_functions``: ``(creator, output index)`` for a computed
+        Variable, ``(variable, None)`` for a leaf, None for an input that
+        needs no gradient (a constant). None when the Function is not part of
+        a graph: called under no_grad(), or freed by backward. A new list at
+        each read (the Function keeps the edges flat: see ``__slots__``)."""
+        count = getattr(self, "_edge_count", None)
+        if count is None:
+            return None
+        flat = ((self._node0, self._index0) if count == 1 else
+                (self._node0, self._index0, self._node1, self._index1)
+                + (getattr(self, "_more_edges", None) or ()))  # (only Functions of 3 inputs or more set it)
+        return [None if flat[i] is None else (flat[i], flat[i + 1]) for i in range(0, 2 * count, 2)]
 
     def release(self):
         """Let go of everything backward needed: the saved values, the input
         Variables of a Function written DeZero's way, and the Functions
         behind (backward calls it once this Function's backward has run,
         unless retain_graph)."""
-        self.next_functions = None
+        _unlink(self)
         if self.saves is None:
             self.inputs = None
         else:
@@ -915,6 +1005,36 @@ class Function:
 
 
 # --- The graph as Functions link it ---------------------------------------------------------
+_NO_EDGE = (None, None)  # a constant's edge, flat: no node, no index
+
+
+def _link(f, edges):
+    """Give ``f`` the edges ``edges`` (a list as ``next_functions`` gives it),
+    kept flat in its slots (see Function)."""
+    flat = ()
+    for edge in edges:
+        flat += _NO_EDGE if edge is None else edge
+    f._node0, f._index0, f._node1, f._index1 = (flat + _NO_EDGE * 2)[:4]
+    f._more_edges = flat[4:] or None
+    f._edge_count = len(edges)
+
+
+def _unlink(f):
+    """``f`` lets go of its edges: it is no longer part of a graph."""
+    f._edge_count = f._node0 = f._node1 = f._more_edges = None
+
+
+def _gradient_targets(f):
+    """Where the gradients of the first two inputs of ``f`` go (a node of
+    its edges), None for an input that needs no gradient: a binary
+    Function's ``forward`` keeps only what the needed gradients read. Both
+    True when ``forward`` runs on its own, without a graph: keep everything."""
+    try:
+        return f._node0, f._node1
+    except AttributeError:
+        return _BOTH
+
+
 def _edge_of(x):
     """Where the gradient of the input Variable ``x`` goes, as an edge of
     ``next_functions``: None when it needs none (``requires_grad`` False);
@@ -945,14 +1065,14 @@ def _graph_outputs(f, ys, generation):
         # overhead on every operation. (Unless an instrument wraps __init__
         # to see every Variable born: dezero_mini.memory's leak finder.)
         ys = ys if ys.__class__ is np.ndarray else _output_array(f, ys)
-        output = _new_object(Variable) if Variable.__init__ is _VARIABLE_INIT else Variable(ys)
+        output = _new_object(Variable) if Variable.__init__ is _VARIABLE_INIT else _output_variable(ys)
         output.data = ys
         output.name = output.grad = None
         output.creator, output.generation, output.made_without_graph = f, generation + 1, False
         output._requires_grad = output.data.dtype.__class__ in _NUMBER_DTYPES
         f.outputs = _OneOutput(output)  # weak: no cycle (stage 03)
         return output
-    outputs = [Variable(y if type(y) is np.ndarray else _output_array(f, y)) for y in ys]
+    outputs = [_output_variable(y if type(y) is np.ndarray else _output_array(f, y)) for y in ys]
     for output in outputs:
         output.creator = f
         output.generation = generation + 1
@@ -970,50 +1090,99 @@ def _raise_forward_error(f, error, xs):
 # A Function call is the framework's own cost on every operation: Function.__call__
 # serves every kind of input (constants, DeZero's Functions, no_grad, the
 # check mode's stand-ins) in a loop. The built-in Functions of one and two
-# inputs call the two below, which write out the common case, a graph built
-# from Variables (and numbers, for arithmetic), and leave every other case to
-# __call__: together they cost a third less per operation. (Every call goes
-# through __call__ while an instrument wraps it: dezero_mini.memory's timeline.)
+# inputs (``F.sin``, ``+``, ``*``) are made by the two below, which write out
+# the common case in one frame, a graph built from Variables (and numbers,
+# for arithmetic), and leave every other case to __call__: together they
+# cost a third less per operation. (Every call goes through __call__ while an
+# instrument wraps it: dezero_mini.memory's timeline.)
 _CALL = Function.__call__
 
 
-def _call_unary(f, x):
-    """``f(x)`` for a built-in Function of one input."""
-    if x.__class__ is not Variable or not Config.enable_backprop or Function.__call__ is not _CALL:
-        return f(x)
-    f.next_functions = [_edge_of(x)]
-    f.generation = generation = x.generation
-    x = x.data
-    try:
-        y = f.forward(x)
-    except _NAMED_ERRORS as e:
-        _raise_forward_error(f, e, (x,))
-    return _graph_outputs(f, y, generation)
+def _edge_to(x):
+    """The edge of the input Variable ``x``, flat: ``(node, index)``, or
+    _NO_EDGE for one that needs no gradient (see _edge_of)."""
+    return _edge_of(x) or _NO_EDGE
 
 
-def _call_binary(f, x0, x1):
-    """``f(x0, x1)`` for an arithmetic Function (``takes_numbers``) of a
-    Variable ``x0`` and a Variable or a Python number ``x1`` (``y * a``,
-    ``y * 0.5``). A number reaches forward as the read-only 0-d array that
-    NumPy would make of it (_number_of)."""
-    if x0.__class__ is not Variable or not Config.enable_backprop or Function.__call__ is not _CALL:
-        return f(x0, x1)
-    generation, data0 = x0.generation, x0.data
-    if x1.__class__ is Variable:
-        edge1, data1 = _edge_of(x1), x1.data
-        if x1.generation > generation:
-            generation = x1.generation
-    elif x1.__class__ is float or x1.__class__ is int:
-        edge1, data1 = None, _number_of(x1, data0.dtype)
-    else:
-        return f(x0, x1)
-    f.next_functions = [_edge_of(x0), edge1]
-    f.generation = generation
-    try:
-        y = f.forward(data0, data1)
-    except _NAMED_ERRORS as e:
-        _raise_forward_error(f, e, (data0, data1))
-    return _graph_outputs(f, y, generation)
+def _unary(function_class, name):
+    """The function ``name(x)`` of the built-in Function ``function_class`` of
+    one input (``F.sin``, ``neg``)."""
+
+    def call(x):
+        if x.__class__ is not Variable or not Config.enable_backprop or Function.__call__ is not _CALL:
+            return function_class()(x)
+        f = function_class()
+        creator = x.creator
+        # The common edge, written out (a computed Variable, the only output
+        # of a built-in Function); every other one from _edge_of.
+        if (creator is not None and creator.outputs.__class__ is _OneOutput
+                and x._requires_grad and creator.saves is not None):
+            f._node0 = creator
+            f._index0 = 0
+        else:
+            f._node0, f._index0 = _edge_to(x)
+        f._edge_count = 1
+        f.generation = generation = x.generation
+        x = x.data
+        try:
+            y = f.forward(x)
+        except _NAMED_ERRORS as e:
+            _raise_forward_error(f, e, (x,))
+        return _graph_outputs(f, y, generation)
+
+    return _named(call, name, f"``{name}(x)``: the Function {function_class.__name__} of x.")
+
+
+def _binary(function_class, name):
+    """The function ``name(x0, x1)`` of an arithmetic Function
+    (``takes_numbers``), for a Variable ``x0`` and a Variable or a Python
+    number ``x1`` (``y * a``, ``y * 0.5``). A number reaches forward as the
+    read-only 0-d array that NumPy would make of it (_number_of)."""
+
+    def call(x0, x1):
+        if x0.__class__ is not Variable or not Config.enable_backprop or Function.__call__ is not _CALL:
+            return function_class()(x0, x1)
+        generation, data0 = x0.generation, x0.data
+        if x1.__class__ is Variable:
+            f = function_class()
+            f._node1, f._index1 = _edge_to(x1)
+            data1 = x1.data
+            if x1.generation > generation:
+                generation = x1.generation
+        elif x1.__class__ is float or x1.__class__ is int:
+            f = function_class()
+            f._node1 = f._index1 = None
+            arrays = _NUMBER_ARRAYS.get(data0.dtype)  # (_number_of's fast way, written out)
+            data1 = arrays.get(x1) if arrays is not None and x1 else None
+            if data1 is None:
+                data1 = _number_of(x1, data0.dtype)
+        else:
+            return function_class()(x0, x1)
+        creator = x0.creator
+        if (creator is not None and creator.outputs.__class__ is _OneOutput
+                and x0._requires_grad and creator.saves is not None):
+            f._node0 = creator  # the common edge, as in _unary
+            f._index0 = 0
+        else:
+            f._node0, f._index0 = _edge_to(x0)
+        f._edge_count = 2
+        f.generation = generation
+        try:
+            y = f.forward(data0, data1)
+        except _NAMED_ERRORS as e:
+            _raise_forward_error(f, e, (data0, data1))
+        return _graph_outputs(f, y, generation)
+
+    return _named(call, name, f"``{name}(x0, x1)``: the Function {function_class.__name__} of x0 and x1.")
+
+
+def _named(function, name, doc):
+    """``function``, named ``name`` of the module that called _unary or
+    _binary (for tracebacks, help() and pickle), with the docstring ``doc``."""
+    function.__name__ = function.__qualname__ = name
+    function.__module__ = sys._getframe(2).f_globals["__name__"]
+    function.__doc__ = doc
+    return function
 
 
 def _run_backward(f, gys, retain_grad, create_graph, check_saved):
@@ -1087,7 +1256,6 @@ class _OneOutput(weakref.ref):
 _new_object = object.__new__  # an output Variable, whose slots _graph_outputs fills itself
 _VARIABLE_INIT = Variable.__init__
 
-_NO_INPUTS = itertools.repeat(None)  # zipped with the edges of a Function that keeps no inputs
 
 
 def _references_to_a_local():
@@ -1123,7 +1291,7 @@ def _lift_saved(f):
         if is_output:
             variable = _variable_of(f, index, array)
         else:
-            edge = f.next_functions[index]
+            edge = f.next_functions[index]  # (built for the read: create_graph is not the common case)
             if edge is None:  # a constant
                 variable = _constant_variable(as_array(array))
             elif edge[1] is None:  # a leaf (or a Variable made DeZero's way)
@@ -1268,7 +1436,7 @@ def _apply(function, *xs):
     For backward formulas, which run on both kinds (see Function)."""
     if isinstance(xs[0], Variable):
         return function(*xs)
-    function.next_functions = None  # no graph: nothing to link, everything to keep
+    # No graph: nothing to link; forward keeps everything (_gradient_targets).
     return function.forward(*xs)
 
 
@@ -1287,8 +1455,9 @@ def _sum_to(gx, shape):
 
 # A binary Function keeps, for each input that needs a gradient, only what
 # that gradient reads (in PyTorch, ``needs_input_grad``): ``y * 2.0`` keeps the
-# number, not y's array. ``next_functions`` is None for an input that needs
-# none; it is unset when forward is called on its own (keep everything then).
+# number, not y's array. Its edge is None for an input that needs none
+# (``_node0``, ``_node1``: see Function); unset when forward is called on its
+# own (keep everything then: _gradient_targets).
 _BOTH = (True, True)
 
 
@@ -1297,7 +1466,7 @@ class Add(Function):
     takes_numbers = True
 
     def forward(self, x0, x1):
-        to_x0, to_x1 = getattr(self, "next_functions", None) or _BOTH
+        to_x0, to_x1 = _gradient_targets(self)
         if to_x0 is not None:
             self.x0_shape = x0.shape
         if to_x1 is not None:
@@ -1307,9 +1476,14 @@ class Add(Function):
     def backward(self, gy):
         # A constant operand (``y + 1.0``) needs no gradient: not computing
         # it saves the sum that brings it back to the constant's shape.
-        to_x0, to_x1 = self.next_functions
-        return (_sum_to(gy, self.x0_shape) if to_x0 is not None else None,
-                _sum_to(gy, self.x1_shape) if to_x1 is not None else None)
+        # (The shapes are compared here: most often they match, and then the
+        # gradient is gy itself, without a call of _sum_to.)
+        shape, gx0, gx1 = gy.shape, None, None
+        if self._node0 is not None:
+            gx0 = gy if shape == self.x0_shape else _sum_to(gy, self.x0_shape)
+        if self._node1 is not None:
+            gx1 = gy if shape == self.x1_shape else _sum_to(gy, self.x1_shape)
+        return gx0, gx1
 
 
 class Mul(Function):
@@ -1318,7 +1492,7 @@ class Mul(Function):
     takes_numbers = True
 
     def forward(self, x0, x1):
-        to_x0, to_x1 = getattr(self, "next_functions", None) or _BOTH
+        to_x0, to_x1 = _gradient_targets(self)
         if to_x0 is not None:  # x0's gradient is gy * x1
             self.x1, self.x0_shape = x1, x0.shape
         if to_x1 is not None:  # x1's gradient is gy * x0
@@ -1326,9 +1500,16 @@ class Mul(Function):
         return x0 * x1
 
     def backward(self, gy):
-        to_x0, to_x1 = self.next_functions
-        return (_sum_to(gy * self.x1, self.x0_shape) if to_x0 is not None else None,
-                _sum_to(gy * self.x0, self.x1_shape) if to_x1 is not None else None)
+        gx0 = gx1 = None  # (shapes compared here, as in Add)
+        if self._node0 is not None:
+            gx0 = gy * self.x1
+            if gx0.shape != self.x0_shape:
+                gx0 = _sum_to(gx0, self.x0_shape)
+        if self._node1 is not None:
+            gx1 = gy * self.x0
+            if gx1.shape != self.x1_shape:
+                gx1 = _sum_to(gx1, self.x1_shape)
+        return gx0, gx1
 
 
 class Neg(Function):
@@ -1346,7 +1527,7 @@ class Sub(Function):
     takes_numbers = True
 
     def forward(self, x0, x1):
-        to_x0, to_x1 = getattr(self, "next_functions", None) or _BOTH
+        to_x0, to_x1 = _gradient_targets(self)
         if to_x0 is not None:
             self.x0_shape = x0.shape
         if to_x1 is not None:
@@ -1354,7 +1535,7 @@ class Sub(Function):
         return x0 - x1
 
     def backward(self, gy):
-        to_x0, to_x1 = self.next_functions  # (see Add)
+        to_x0, to_x1 = self._node0, self._node1  # (see Add)
         return (_sum_to(gy, self.x0_shape) if to_x0 is not None else None,
                 _sum_to(-gy, self.x1_shape) if to_x1 is not None else None)
 
@@ -1365,7 +1546,7 @@ class Div(Function):
     takes_numbers = True
 
     def forward(self, x0, x1):
-        to_x0, to_x1 = getattr(self, "next_functions", None) or _BOTH
+        to_x0, to_x1 = _gradient_targets(self)
         self.x1 = x1  # both gradients read it
         if to_x0 is not None:  # gy / x1
             self.x0_shape = x0.shape
@@ -1374,7 +1555,7 @@ class Div(Function):
         return x0 / x1
 
     def backward(self, gy):
-        to_x0, to_x1 = self.next_functions
+        to_x0, to_x1 = self._node0, self._node1
         x1 = self.x1
         # -(x0 / x1^2), not -x0 / x1^2: the same bits, and x0 may be bools,
         # which NumPy refuses to negate; x1^2 in floats (int8 would wrap).
@@ -1482,28 +1663,17 @@ class Cast(Function):
         return gy.astype(dtype)
 
 
-def add(x0, x1):
-    return _call_binary(Add(), x0, x1)
-
-
-def mul(x0, x1):
-    return _call_binary(Mul(), x0, x1)
-
-
-def neg(x):
-    return _call_unary(Neg(), x)
-
-
-def sub(x0, x1):
-    return _call_binary(Sub(), x0, x1)
+add = _binary(Add, "add")
+mul = _binary(Mul, "mul")
+neg = _unary(Neg, "neg")
+sub = _binary(Sub, "sub")
 
 
 def rsub(x0, x1):
     return Sub()(x1, x0)
 
 
-def div(x0, x1):
-    return _call_binary(Div(), x0, x1)
+div = _binary(Div, "div")
 
 
 def rdiv(x0, x1):

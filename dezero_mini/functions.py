@@ -36,14 +36,14 @@ from dezero_mini.core import (  # noqa: F401 (re-exported)
     Pow,
     Power,
     Variable,
-    _BOTH,
     _FLOAT64,
     _INEXACT_DTYPES,
     _apply,
-    _call_unary,
+    _gradient_targets,
     _in_gradient_dtype,
     _number_array,
     _sum_to,
+    _unary,
     add,
     as_array,
     as_variable,
@@ -282,36 +282,14 @@ class Clip(Function):
         return gy * self.inside
 
 
-def square(x):
-    return _call_unary(Square(), x)
-
-
-def exp(x):
-    return _call_unary(Exp(), x)
-
-
-def log(x):
-    return _call_unary(Log(), x)
-
-
-def sin(x):
-    return _call_unary(Sin(), x)
-
-
-def cos(x):
-    return _call_unary(Cos(), x)
-
-
-def tanh(x):
-    return _call_unary(Tanh(), x)
-
-
-def sigmoid(x):
-    return _call_unary(Sigmoid(), x)
-
-
-def relu(x):
-    return _call_unary(ReLU(), x)
+square = _unary(Square, "square")
+exp = _unary(Exp, "exp")
+log = _unary(Log, "log")
+sin = _unary(Sin, "sin")
+cos = _unary(Cos, "cos")
+tanh = _unary(Tanh, "tanh")
+sigmoid = _unary(Sigmoid, "sigmoid")
+relu = _unary(ReLU, "relu")
 
 
 def leaky_relu(x, slope=0.2):
@@ -763,7 +741,7 @@ class MatMul(Function):
 
 def _keep_operands(f, x, W):
     """What the gradients of ``x @ W`` that are needed read (MatMul, Linear)."""
-    to_x, to_W = (getattr(f, "next_functions", None) or _BOTH)[:2]
+    to_x, to_W = _gradient_targets(f)
     f.x_shape, f.W_shape = x.shape, W.shape
     f.x = x if to_W is not None else None
     f.W = W if to_x is not None else None
@@ -779,7 +757,7 @@ class Linear(Function):
     def forward(self, x, W, b=None):
         _keep_operands(self, x, W)
         # The bias: only its shape, for its gradient, if it needs one.
-        edges = getattr(self, "next_functions", None)
+        edges = self.next_functions  # (None when forward runs on its own: keep everything)
         needs_b = b is not None and (edges is None or edges[2] is not None)
         self.b_shape = b.shape if needs_b else None
         y = x @ W

@@ -84,6 +84,15 @@ CASES = [
     ("numerical_grad eps 0", lambda: utils.numerical_grad(F.sin, np.ones(2), eps=0), ValueError, "numerical_grad: eps"),
     ("get_dot_graph 3", lambda: utils.get_dot_graph(3), TypeError, "get_dot_graph: output"),
     ("get_dot_graph ndarray", lambda: utils.get_dot_graph(np.ones(2)), TypeError, "get_dot_graph: output"),
+    # a Variable of something other than numbers: refused when made, not at its first operation
+    ("Variable of str", lambda: dz.Variable(np.array(["a"])), TypeError, "Variable: data must be numbers (bool, int, float or complex), got an array of <U1"),
+    ("Variable of objects", lambda: dz.Variable(np.array([object()])), TypeError, "got an array of object; convert it first"),
+    ("Variable of numbers as objects", lambda: dz.Variable(np.array([1.0, 2.0], dtype=object)), TypeError, "x.astype(np.float64)"),
+    ("Variable of datetime64", lambda: dz.Variable(np.array(["2026-01-01"], dtype="datetime64[D]")), TypeError, "got an array of datetime64[D]"),
+    ("Variable of timedelta64", lambda: dz.Variable(np.array([1], dtype="timedelta64[s]")), TypeError, "got an array of timedelta64[s]"),
+    ("Variable of bytes", lambda: dz.Variable(np.array([b"a"])), TypeError, "got an array of |S1"),
+    ("Parameter of str", lambda: dz.Parameter(np.array(["a"])), TypeError, "Variable: data must be numbers"),
+    ("as_variable of str", lambda: dz.as_variable(np.array(["a"])), TypeError, "Variable: data must be numbers"),
 ]
 
 
@@ -109,6 +118,9 @@ STILL_WORKS = [
     ("MLP with F.relu", lambda: models.MLP((3, 2), activation=F.relu)(np.ones((1, 2))).shape == (1, 2)),
     ("BatchNorm 4-d", lambda: L.BatchNorm()(np.ones((2, 3, 4, 4))).shape == (2, 3, 4, 4)),
     ("add_hook WeightDecay", lambda: optimizers.SGD().add_hook(optimizers.WeightDecay(1e-4)) is None),
+    ("Variable of bools, ints, floats, complex", lambda: all(
+        dz.Variable(np.array([1], dtype)).requires_grad for dtype in (bool, np.uint8, np.int64, np.float32, complex))),
+    ("Variable of None", lambda: dz.Variable(None).data is None),
 ]
 
 

@@ -143,6 +143,30 @@ def test_in_place_update_of_a_variable_in_the_graph(net):
         assert report.bytes_per_iteration == 8
 
 
+def test_a_graph_held_through_the_third_input_of_a_function(collector_off):
+    """dezero_mini's Function keeps the edges of its inputs in slots of its
+    own, those after the second in one flat tuple (core.Function): the chain
+    through a third input is still the one link the lesson names,
+    ``next_functions[2][0]``, and so are the first two."""
+    x = dezero_mini.Variable(np.ones((2, 3)))
+    W = dezero_mini.Variable(np.ones((3, 2)))
+    acc = dezero_mini.Variable(np.zeros((2, 2)))
+    with find_leaks() as finder:
+        for _ in range(6):
+            acc = dezero_mini.functions.linear(x, W, acc)  # the old sum is the bias: input 2
+            finder.step()
+    report = finder.report
+    assert report.leaking
+    assert report.largest.path == "acc.creator.next_functions[2][0]"
+    assert "._more_edges" not in "\n".join(report.largest.describe())
+    first = dezero_mini.Variable(np.zeros((2, 2)))
+    with find_leaks() as finder:
+        for _ in range(6):
+            first = first * 2.0  # the old product is input 0
+            finder.step()
+    assert finder.report.largest.path == "first.creator.next_functions[0][0]"
+
+
 def test_losses_kept_in_a_dict_of_lists_for_logging(net):
     class Trainer:
         def __init__(self):

@@ -212,6 +212,23 @@ def test_functions_link_by_next_functions_and_show_what_they_saved(gc_disabled, 
     assert "holds x1: (2, 3) float64" in g.node(mul).label
 
 
+def test_dezero_mini_draws_its_flat_edges_as_next_functions(gc_disabled):
+    """dezero_mini's Function keeps its edges in slots of its own (a flat
+    tuple after the second input, core.Function): the drawing shows them as
+    next_functions, a Function's third input too, and none of the slots."""
+    import dezero_mini as dz
+    import dezero_mini.functions as F
+
+    x, W = dz.Variable(np.ones((2, 3)), name="x"), dz.Variable(np.ones((3, 2)), name="W")
+    y = F.linear(x, W, F.sin(dz.Variable(np.zeros(2), name="c")))
+    g = reference_graph({"x": x, "W": W, "y": y})
+    linear, sin = nid(g, "Linear"), nid(g, "Sin")
+    assert [e.label for e in edges(g, src=linear, dst=sin)] == ["next_functions[2][0]"]
+    assert [e.label for e in edges(g, src=linear, dst=nid(g, "Variable 'W'"))] == ["next_functions[1][0]"]
+    assert not any("_node" in line or "_index" in line or "_edge" in line
+                   for node in g.nodes for line in g.node(node.id).label.splitlines())
+
+
 def test_dezero_mini_parameter_and_grad_variable(gc_disabled):
     import dezero_mini as dm
 

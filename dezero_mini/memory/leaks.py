@@ -47,6 +47,7 @@ from collections import deque, namedtuple
 from dezero_mini.memory.refgraph import (
     _attributes,
     _describe,
+    _stored_attributes,
     _kind,
     _references,
     format_bytes,
@@ -178,9 +179,24 @@ def _label(r, child, ignore):
     for name, value in _attributes(r):
         if value is child:
             return f".{name}"
+        if name in _shown_attributes(r):  # a list that r makes when read (next_functions)
+            for i, item in enumerate(value or ()):
+                for j, inner in enumerate(item if isinstance(item, tuple) else ()):
+                    if inner is child:
+                        return f".{name}[{i}][{j}]"
+    for name, value in _stored_attributes(r):  # (the slots behind such a list)
+        if value is child:
+            return f".{name}"
     if getattr(r, "__dict__", None) is child:
         return ".__dict__"
     return f".<held by {type(r).__name__}>"
+
+
+def _shown_attributes(obj):
+    """The attributes that ``obj``'s class shows in place of slots of its own
+    (``_slots_shown_as``, see refgraph's ``_attributes``)."""
+    shown_as = getattr(type(obj), "_slots_shown_as", None)
+    return shown_as.values() if isinstance(shown_as, dict) else ()
 
 
 def _search(targets, roots, ignore):
@@ -288,7 +304,9 @@ def _through_edges(steps):
     """The chain with ``f .next_functions [i] [0]`` (a list of edges, an edge,
     the Function at its start) written as one link, ``f
     .next_functions[i][0]``: from stage 08 on, the graph links a Function to
-    the Function that computed its input ``i``."""
+    the Function that computed its input ``i``. dezero_mini's Function keeps
+    the edges of its third input on flat in one tuple, ``(node, index, node,
+    index, ...)``: ``f ._more_edges [2k]`` is ``f .next_functions[2 + k][0]``."""
     merged, k = [], 0
     while k < len(steps):
         obj, label = steps[k]
@@ -297,6 +315,12 @@ def _through_edges(steps):
                 and _EDGE_INDEX.match(steps[k + 1][1] or "") and steps[k + 2][1] == "[0]"):
             merged.append((obj, f".next_functions{steps[k + 1][1]}[0]"))
             k += 3
+            continue
+        flat_index = _EDGE_INDEX.match(steps[k + 1][1] or "") if k + 1 < len(steps) else None
+        if (label == "._more_edges" and "next_functions" in _shown_attributes(obj)
+                and flat_index and int(flat_index[1]) % 2 == 0):
+            merged.append((obj, f".next_functions[{2 + int(flat_index[1]) // 2}][0]"))
+            k += 2
             continue
         merged.append((obj, label))
         k += 1

@@ -118,7 +118,23 @@ def _kind(obj):
 
 
 def _attributes(obj):
-    """The instance attributes of obj as (name, value) pairs, in a stable order."""
+    """The instance attributes of obj as (name, value) pairs, in a stable order.
+
+    A class may keep something in slots of its own and name the attribute
+    that stands for them in ``_slots_shown_as`` (``{slot: attribute}``):
+    dezero_mini's Function keeps its edges flat and shows them as
+    ``next_functions``, the list that it gives when read. Then the attribute
+    is shown in place of those slots (``_stored_attributes`` gives them)."""
+    shown_as = getattr(type(obj), "_slots_shown_as", None)
+    if not isinstance(shown_as, dict):
+        return _stored_attributes(obj)
+    items = [(name, value) for name, value in _stored_attributes(obj) if name not in shown_as]
+    return items + [(name, getattr(obj, name, None)) for name in dict.fromkeys(shown_as.values())]
+
+
+def _stored_attributes(obj):
+    """The instance attributes of obj as they are stored: its ``__dict__``,
+    then its slots."""
     try:
         items = list(vars(obj).items())
     except TypeError:
