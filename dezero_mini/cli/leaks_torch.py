@@ -170,6 +170,16 @@ def report_lines(finding, script_name, how):
             + (f", {_per_step(growth.rss, 'bytes')} resident memory" if growth.rss is not None
                else ""))
         return lines + _device_line(series), 1
+    if growth.hooks_pile_up:
+        lines.append(f"no graph outlives its step, but hooks pile up: "
+                     f"{_per_step(growth.hooks)} per {series.unit} registered and never removed "
+                     f"({last.hooks - series.counts[0].hooks} more at the last count than at the first; each one runs at every forward or backward, so every "
+                     "step is slower than the last)")
+        lines += _holder_lines(finding, "holds them")
+        lines.append("  fix: keep the handle that register_hook / register_forward_hook "
+                     "returns and call `handle.remove()` when the hook has done its work, or "
+                     "register the hook once, before the loop")
+        return lines + _device_line(series), 1
     if growth.detached_cache:
         lines.append(f"no graph outlives its step; tensors without a graph grow: "
                      f"{_per_step(growth.plain_tensors)} per {series.unit} "

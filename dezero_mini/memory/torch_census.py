@@ -57,6 +57,7 @@ class StepCount:
     old_nodes: int
     rss: object
     device: object
+    hooks: int = 0  # hooks on the modules and tensors of before the start, and torch's global ones
 
 
 def storage_key(tensor):
@@ -144,6 +145,8 @@ class Census:
         self._node_kinds = frozenset()  # the ctx classes of the custom autograd Functions
         self._functions_seen = 0  # how many Functions were defined when they were read
         self._node_types_age = NODE_TYPES_EVERY  # calls since the Functions were listed
+        self._hook_owners = []  # (weak reference to a module or tensor, its hook dicts' names)
+        self.hooks_at_start = {}  # (id of the owner, hook dict's name) -> its hooks at the start
 
     @property
     def old_storages(self):
@@ -168,10 +171,19 @@ class Census:
         same with what was made since: the training loop starts after data
         loading). A full collection first, so that garbage is not frozen."""
         gc.collect()
-        for item in self._tensors(gc.get_objects()):
+        objects = gc.get_objects()
+        for item in self._tensors(objects):
             self._keep_old_storage(item)
             if not item.requires_grad or item.grad_fn is not None:
                 self.old_tensors.append(weakref.ref(item))
+            if item.requires_grad and item.grad_fn is None:  # a parameter: hooks go on it
+                self._hook_owners.append((weakref.ref(item), TENSOR_HOOKS))
+        for item in objects:  # (by the real type: isinstance would ask lazy proxies)
+            if issubclass(type(item), torch.nn.Module):
+                self._hook_owners.append((weakref.ref(item), MODULE_HOOKS))
+        del objects
+        self.hooks_at_start = {(id(owner), name): len(hooks)
+                               for owner, name, hooks in self.hook_dicts()}
         gc.freeze()
         self._froze = self.started = True
         self.marks.append(sequence_now())  # the nodes made before now are old at the next step
@@ -277,6 +289,38 @@ class Census:
         self._closures = closures
         return sorted(numbers), len(leaves)
 
+    def hook_dicts(self):
+        """``(owner, attribute, dict)`` of every hook dict that the script can
+        fill without keeping a tensor: those of the modules and parameters
+        alive at the start and torch's global module hooks. A hook
+        registered at every step and never removed is a leak of its own
+        (each one also runs at every forward or backward), even when it
+        keeps nothing of the step."""
+        for reference, names in self._hook_owners:
+            owner = reference()
+            if owner is None:
+                continue
+            for name in names:
+                hooks = getattr(owner, name, None)
+                if hooks:
+                    yield owner, name, hooks
+        for name in GLOBAL_MODULE_HOOKS:
+            hooks = getattr(torch.nn.modules.module, name, None)
+            if hooks:
+                yield torch.nn.modules.module, name, hooks
+
+    def grown_hook_dicts(self):
+        """The hook dicts of ``hook_dicts``, those that gained the most hooks
+        since the start first."""
+        at_start = self.hooks_at_start
+        return sorted(self.hook_dicts(),
+                      key=lambda found: at_start.get((id(found[0]), found[1]), 0) - len(found[2]))
+
+    def hook_count(self):
+        """How many hooks ``hook_dicts`` hold now (a sum of lengths: a few
+        microseconds for a model of tens of layers)."""
+        return sum(len(hooks) for _, _, hooks in self.hook_dicts())
+
     def take(self, step):
         """The ``StepCount`` of now, ``step`` its number."""
         graph, plain, nodes = self.live_objects()
@@ -294,7 +338,8 @@ class Census:
             graph_bytes=self._bytes(graph),
             plain_tensors=len(plain), plain_bytes=self._bytes(plain),
             nodes=len(numbers) + leaves, old_nodes=old, rss=self.resident_bytes(),
-            device=torch.cuda.memory_allocated() if self.cuda else None)
+            device=torch.cuda.memory_allocated() if self.cuda else None,
+            hooks=self.hook_count())
 
     def storage_of(self, tensor):
         """``storage_key(tensor)``, read once per tensor while it lives."""
@@ -322,6 +367,13 @@ class Census:
             if old.get(pointer, 0) <= 0:
                 sizes[pointer] = nbytes
         return sum(sizes.values())
+
+
+#: The hook dicts of a tensor and of a module, and torch's global ones for modules.
+TENSOR_HOOKS = ("_backward_hooks", "_post_accumulate_grad_hooks")
+MODULE_HOOKS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+GLOBAL_MODULE_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks",
+                       "_global_backward_hooks", "_global_backward_pre_hooks")
 
 
 def tensor_types():

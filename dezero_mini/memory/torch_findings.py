@@ -33,7 +33,13 @@ def find_holders(finding, census, script_module, consecutive):
 
     marks = census.marks
     graph, plain, python_nodes = census.live_objects()
+    hook_dicts = census.grown_hook_dicts()
     census.stop()  # the referrers of before the start are frozen: searched only once given back
+    if finding.growth.hooks_pile_up:  # no graph grows: the hooks do; name the fullest dict
+        hooks = hook_dicts[0][2]
+        finding.tensors = 0
+        finding.holders = _holders([hooks], script_module)
+        return
     if not finding.growth.leaking:  # a cache of detached tensors: name its holder
         finding.tensors = len(plain)
         finding.holders = _holders(_largest_collection(plain, (graph, plain)), script_module)

@@ -137,6 +137,8 @@ class Growth:
     plain_bytes: float = 0.0
     rss: object = None
     detached_cache: bool = False
+    hooks: float = 0.0  # hooks registered per step and never removed
+    hooks_pile_up: bool = False  # no graph grows, but the hooks do
 
 
 def _persists(values, consecutive):
@@ -171,7 +173,10 @@ def judge(counts, consecutive=DEFAULT_CONSECUTIVE):
     return Growth(leaking=leaking, steps=steps, nodes=per_step("old_nodes"),
                   graph_tensors=per_step("graph_tensors"), graph_bytes=per_step("graph_bytes"),
                   plain_tensors=per_step("plain_tensors"), plain_bytes=per_step("plain_bytes"),
-                  rss=rss, detached_cache=not leaking and _persists(plain, consecutive))
+                  rss=rss, detached_cache=not leaking and _persists(plain, consecutive),
+                  hooks=per_step("hooks"),
+                  hooks_pile_up=not leaking and _persists([count.hooks for count in judged],
+                                                          consecutive))
 
 
 class _Watch:
@@ -305,7 +310,8 @@ class _Watch:
         series = self.followed()
         growth = judge(series.counts, self.consecutive) if series else None
         self.finding = Finding(series=series, growth=growth)
-        if growth is not None and (growth.leaking or growth.detached_cache):
+        if growth is not None and (growth.leaking or growth.detached_cache
+                                   or growth.hooks_pile_up):
             from dezero_mini.memory.torch_findings import find_holders
 
             find_holders(self.finding, self.census, self.module, self.consecutive)
