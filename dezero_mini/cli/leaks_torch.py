@@ -43,7 +43,7 @@ FIXES = {
              "it returned, each with its graph",
     "hook": "keep the handle that `register_..._hook` returns and call `handle.remove()` once "
             "the hook has run, or register the hook once, before the loop: every hook stays "
-            "in {path}, with the tensors it refers to",
+            "in {path}, with whatever it refers to, and runs at every forward or backward",
     "warning": "warn with text (`f\"{{loss.item():.4f}}\"`), not a tensor: a recorded warning "
                "keeps its message and the message its arguments, in {path} until it goes",
     "log": "log numbers (`loss.item()`), not tensors: a LogRecord keeps its arguments until "
@@ -125,7 +125,9 @@ def _saved_bytes(finding):
     return text
 
 
-def _holder_lines(finding, what):
+def _holder_lines(finding, what, fixes=False):
+    """A line per holder of ``finding``: its path, root and links, the lines
+    that store into it and, with ``fixes``, the fix of its kind."""
     lines = []
     for holder in finding.holders:
         root = holder.root
@@ -136,7 +138,7 @@ def _holder_lines(finding, what):
         lines.append(f"{holder.path} ({root}) {what}: {holder.links}")
         for file_name, line, code in holder.lines:
             lines.append(f"  stored at {file_name}:{line}: {code}")
-        if what.startswith("keeps the graphs"):
+        if fixes:
             lines.append(f"  fix: {fix_for(holder)}")
     return lines
 
@@ -158,7 +160,7 @@ def report_lines(finding, script_name, how):
     lines = [f"{HEADER}: {script_name} {how} after {series.steps} of {series.name}{counted} ==="]
     if growth.leaking:
         if finding.holders:
-            lines += _holder_lines(finding, "keeps the graphs of earlier steps")
+            lines += _holder_lines(finding, "keeps the graphs of earlier steps", fixes=True)
         else:
             lines.append(f"no Python name holds the growing graph: {finding.tensors} tensors "
                          f"with a graph reach {finding.nodes} autograd nodes of earlier steps; "
@@ -173,12 +175,11 @@ def report_lines(finding, script_name, how):
     if growth.hooks_pile_up:
         lines.append(f"no graph outlives its step, but hooks pile up: "
                      f"{_per_step(growth.hooks)} per {series.unit} registered and never removed "
-                     f"({last.hooks - series.counts[0].hooks} more at the last count than at the first; each one runs at every forward or backward, so every "
-                     "step is slower than the last)")
-        lines += _holder_lines(finding, "holds them")
-        lines.append("  fix: keep the handle that register_hook / register_forward_hook "
-                     "returns and call `handle.remove()` when the hook has done its work, or "
-                     "register the hook once, before the loop")
+                     f"({last.hooks - series.counts[0].hooks} more at the last count than at the first; "
+                     "each one runs at every forward or backward, so every step is slower "
+                     "than the last)")
+        lines += _holder_lines(finding, "holds them", fixes=True) or [
+            "  fix: " + FIXES["hook"].format(path="the hook dicts of the model")]
         return lines + _device_line(series), 1
     if growth.detached_cache:
         lines.append(f"no graph outlives its step; tensors without a graph grow: "

@@ -672,10 +672,11 @@ def _hook_index(objects, name=""):
     ``_backward_hooks``) that holds the chain's leaked object through a hook
     and nothing that grows besides: a hook per step, never removed. None
     when there is none (a hook registered once whose list grows is that
-    list's leak)."""
+    list's leak). The hook dict may end the chain: hooks that keep no tensor
+    pile up in it (the census counts them)."""
     found = 1 if len(objects) > 2 and isinstance(objects[1], dict) and \
         str(name).endswith("hooks") else None  # the root names the hook dict
-    for index in range(1, len(objects) - 1):
+    for index in range(1, len(objects)):
         holder, child = objects[index - 1], objects[index]
         if isinstance(child, dict) and re.search(r"hooks'?\]?$", _label(holder, child)):
             found = index
