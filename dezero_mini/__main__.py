@@ -9,7 +9,10 @@ so it says why in one line instead of an ImportError from inside. (A
 code of the package: the line that the installation puts into
 ``site-packages`` refuses it at Python's start, see
 :mod:`dezero_mini.shadowing`; this file is the second line of defence, for
-a folder, where that line is not read.)
+a folder, where that line is not read.) The line it prints is the guard's own
+(:func:`dezero_mini.shadowing.stand_in_message`), taken from the
+``shadowing.py`` beside this file by its path: ``import dezero_mini.shadowing``
+would import it from the stand-in.
 """
 import os
 import sys
@@ -27,13 +30,21 @@ def shadowing_package():
     return locations[0] if locations else "an unknown place"
 
 
+def the_guard():
+    """The names of the ``shadowing.py`` beside this file (it imports only the
+    standard library), run by its path: the guard's message and exit status."""
+    import runpy
+
+    return runpy.run_path(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                       "shadowing.py"), run_name="dezero_mini_main_guard")
+
+
 if __name__ == "__main__":
     shadow = shadowing_package()
     if shadow is not None:
-        print(f"python -m dezero_mini: error: {shadow!r} stands in for the dezero_mini package "
-              "(python -m looks in the current folder first); rename it, or run the command from "
-              "another folder or as .venv/bin/dezero_mini", file=sys.stderr)
-        sys.exit(2)
+        guard = the_guard()
+        print(guard["stand_in_message"](shadow), file=sys.stderr)
+        sys.exit(guard["EXIT_USAGE"])
     from dezero_mini.cli import main
 
     sys.exit(main(prog="python -m dezero_mini"))

@@ -265,3 +265,21 @@ def test_modules_loaded_from_outside_the_installation_are_not_the_commands_modul
         assert module_name_problem("numpy.py") is not None
     finally:
         del sys.modules["step10_checkpointing"]
+
+
+def test_the_second_line_of_defence_says_the_guards_own_line(tmp_path):
+    """``__main__.py`` run against a stand-in (a ``dezero_mini`` that is not
+    this package, already imported) refuses with the guard's own line
+    (``shadowing.stand_in_message``), said once, not a copy of its own."""
+    main_file = Path(shadowing.__file__).with_name("__main__.py")
+    stand_in = tmp_path / "dezero_mini"
+    stand_in.mkdir()
+    program = ("import runpy, sys, types\n"
+               f"fake = types.ModuleType('dezero_mini'); fake.__path__ = [{str(stand_in)!r}]\n"
+               "sys.modules['dezero_mini'] = fake\n"
+               f"runpy.run_path({str(main_file)!r}, run_name='__main__')\n")
+    done = subprocess.run([sys.executable, "-c", program], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == shadowing.EXIT_USAGE, done.stderr
+    assert done.stderr.strip().splitlines() == [shadowing.stand_in_message(str(stand_in))], \
+        done.stderr
