@@ -1,4 +1,5 @@
-"""SGD with momentum, and the last loss as a number."""
+"""SGD with momentum, and the last loss as a number (`.item()`: `float(loss)` of a
+tensor that requires grad works too, but PyTorch warns that it may not be what is meant)."""
 import torch
 from suite_common import batches, mse, small_model
 
@@ -10,4 +11,4 @@ for x, t in batches():
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
-    last = float(loss)
+    last = loss.item()
