@@ -79,6 +79,13 @@ CASES = [
     # no graph grows, the hook dict does (HOOKS_ONLY).
     ("leak_param_hook_every_step_no_tensor.py", LEAK, "model[0].weight._backward_hooks (a global"),
     ("leak_forward_hook_every_step_no_tensor.py", LEAK, "model[2]._forward_hooks (a global"),
+    # Holders that call a function later with the step's tensors as its
+    # arguments: a weakref.finalize (kept in its class's registry) and an
+    # atexit registration (kept in C: named from atexit's count).
+    ("leak_weakref_finalize.py", LEAK, "finalize._registry (a global of weakref"),
+    ("leak_atexit_register.py", LEAK, "the atexit registrations (kept from C++ by atexit"),
+    # Activation checkpointing: the checkpointed function keeps its input.
+    ("leak_activation_checkpointing.py", LEAK, "block_inputs (a global"),
     ("clean_total_loss_item.py", CLEAN, None),
     ("clean_detached_cache.py", CLEAN, "outputs_kept (a global"),
     ("clean_no_grad_eval.py", CLEAN, "checks (a global"),
@@ -107,6 +114,7 @@ CASES = [
     ("clean_contextvar_reset.py", CLEAN, None),
     ("clean_defaultdict_items.py", CLEAN, None),
     ("clean_warnings_text.py", CLEAN, None),
+    ("clean_activation_checkpointing.py", CLEAN, None),
 ]
 
 #: The fix each holder kind of the families above gets (a substring of the
@@ -128,6 +136,8 @@ FIXES = {
     "leak_node_hook_from_cpp.py": "a hook registered on an autograd node",
     "leak_param_hook_every_step_no_tensor.py": "`handle.remove()`",
     "leak_forward_hook_every_step_no_tensor.py": "register the hook once, before the loop",
+    "leak_weakref_finalize.py": "`weakref.finalize(obj, fn, *args)` keeps `args` alive",
+    "leak_atexit_register.py": "`atexit.register(fn, *args)` keeps `fn` and `args`",
 }
 
 #: Leaks of hooks alone: the report says the hooks pile up, not that graphs are kept.
@@ -155,6 +165,9 @@ def global_hooks_restored(torch):
             del current[key]
 
 
+# A warning of a script (PyTorch's "Converting a tensor with requires_grad=True to a
+# scalar" for float(loss)) is an error: it ends the script, and fails its row.
+@pytest.mark.filterwarnings("error::UserWarning")
 @pytest.mark.parametrize("script, status, holder", CASES, ids=[case[0] for case in CASES])
 def test_each_script_gets_its_verdict_and_holder(torch, capsys, global_hooks_restored, script,
                                                   status, holder):

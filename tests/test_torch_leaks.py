@@ -5,6 +5,7 @@ default Linux wheel is a multi-gigabyte CUDA build), so these tests are
 skipped without it; ``make test-torch`` installs a CPU build and runs them.
 The message for a missing torch is tested either way.
 """
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -441,3 +442,38 @@ def test_an_unnamed_leak_says_what_holds_it_and_is_never_clean(torch):
     assert "no Python name holds the growing graph: 9 tensors with a graph reach 35 " \
            "autograd nodes of earlier steps; no Python object refers to them" in lines[1]
     assert lines[2].startswith("growth per step: +5 autograd nodes")
+
+
+#: Leaking scripts of the suite whose holder's path goes through a hook dict
+#: (keyed by the id of each hook's handle, a count of every hook the process
+#: ever registered), or whose holder line gives a count of the process's
+#: registrations (finalizers, atexit).
+SAME_REPORT_TWICE = ["leak_forward_hook_closure.py", "leak_param_hook_every_step.py",
+                     "leak_global_forward_hook.py", "leak_node_hook_from_cpp.py",
+                     "leak_weakref_finalize.py", "leak_atexit_register.py"]
+
+
+@pytest.mark.parametrize("script", SAME_REPORT_TWICE)
+def test_the_same_script_gets_the_same_holder_lines_twice(torch, capsys, script):
+    """Two runs of the same leaking script in one process name its holder
+    the same way: a hook by its function, not by its handle's id
+    (``model[1]._forward_hooks[7]`` one run, ``[19]`` the next)."""
+    from torch.nn.modules import module
+
+    suite = ROOT / "tests" / "torch_leak_suite"
+    hooks_before = {name: dict(value) for name, value in vars(module).items()
+                    if name.startswith("_global_") and isinstance(value, dict)}
+    holders = []
+    for _ in range(2):
+        try:
+            code, out, err = leaks(capsys, "--steps", "12", str(suite / script))
+        finally:  # (leak_global_forward_hook.py registers global hooks: gone before the next)
+            for name, before in hooks_before.items():
+                current = getattr(module, name)
+                for key in [key for key in current if key not in before]:
+                    del current[key]
+        assert code == 1, out + err
+        holders.append([line for line in out.splitlines()
+                        if " keeps the graphs of earlier steps: " in line])
+    assert holders[0] and holders[0] == holders[1], holders
+    assert not re.search(r"hooks\[\d+\]", holders[0][0]), holders[0]

@@ -46,6 +46,13 @@ FIXES = {
             "in {path}, with whatever it refers to, and runs at every forward or backward",
     "warning": "warn with text (`f\"{{loss.item():.4f}}\"`), not a tensor: a recorded warning "
                "keeps its message and the message its arguments, in {path} until it goes",
+    "finalize": "`weakref.finalize(obj, fn, *args)` keeps `args` alive until `obj` dies "
+                "(and {path} keeps every finalizer not yet called): pass numbers (`.item()`) "
+                "or detached tensors (`.detach()`) as its arguments, or call the finalizer "
+                "(or its `.detach()`) once it is no longer needed",
+    "atexit": "`atexit.register(fn, *args)` keeps `fn` and `args` until the interpreter "
+              "exits: register once, before the loop, with numbers (`.item()`) or detached "
+              "tensors (`.detach()`), or `atexit.unregister(fn)` what is no longer needed",
     "log": "log numbers (`loss.item()`), not tensors: a LogRecord keeps its arguments until "
            "it is formatted, and {path} keeps its records until it is flushed",
     "node": "keep numbers or detached tensors taken from `ctx`, not `ctx` itself: the ctx of "
@@ -82,6 +89,11 @@ FIXES = {
             "the start of each step (each window of truncated backpropagation), or compute it "
             "under `torch.no_grad()` if no gradient must flow through it",
 }
+
+
+#: What a holder's size counts, by kind (an lru_cache's: results).
+SIZE_UNITS = {"hook": "{n} hooks now",
+              "finalize": "{n} finalizers of its function not yet called"}
 
 
 def fix_for(holder):
@@ -133,8 +145,8 @@ def _holder_lines(finding, what, fixes=False):
         root = holder.root
         if holder.held_by:  # a suspended generator or coroutine: what holds it
             root += f", held by {holder.held_by}"
-        if holder.size is not None:  # of a cache, a hook dict
-            root += f"; {holder.size} {'hooks' if holder.kind == 'hook' else 'results'} now"
+        if holder.size is not None:  # of a cache, a hook dict, the finalizers
+            root += "; " + SIZE_UNITS.get(holder.kind, "{n} results now").format(n=holder.size)
         lines.append(f"{holder.path} ({root}) {what}: {holder.links}")
         for file_name, line, code in holder.lines:
             lines.append(f"  stored at {file_name}:{line}: {code}")

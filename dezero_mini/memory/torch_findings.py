@@ -19,7 +19,7 @@ import torch
 from dezero_mini.memory.torch_census import (LEAF_SEQUENCE, bytes_by_device, device_of,
                                              saved_storages, storage_key, walk_graph)
 from dezero_mini.memory.torch_holders import (MACHINERY, describe, holder_chains, holder_kind,
-                                              holder_path, holder_size, last_name,
+                                              holder_path, holder_root, holder_size, last_name,
                                               referred_from_cpp, storing_lines)
 
 #: At most this many leaked tensors are followed back (a list of 10,000 losses
@@ -196,14 +196,17 @@ def _holders(targets, script_module):
         return []
     scalar = all(getattr(tensor, "dim", lambda: 1)() == 0 for tensor in targets)
     files = _script_files(script_module)
-    holders = []
+    holders, named = [], set()
     for chain in holder_chains(targets, script_module):
         links = describe(chain)[1]
         kind = holder_kind(chain)
         path = holder_path(chain, kind)
+        if (kind, path) in named:  # (atexit's argument tuples: one holder, one line)
+            continue
+        named.add((kind, path))
         name = last_name(path)
         lines = storing_lines(name, files) if name else []
-        holders.append(Holder(path=path, root=chain.root, links=links, kind=kind, lines=lines,
+        holders.append(Holder(path=path, root=holder_root(chain, kind), links=links, kind=kind, lines=lines,
                               scalar=scalar, held_by=chain.held_by,
                               size=holder_size(chain, kind)))
     return holders

@@ -523,6 +523,8 @@ def describe(chain):
                 isinstance(objects[index - 1], types.FunctionType) and \
                 objects[index - 1].__closure__ is holder:
             label = ""  # named with the function's link
+        if isinstance(holder, dict) and _names_hooks(labels[-1] if labels else path):
+            label = _hook_label(child, label)
         key = label[2:-2] if label.startswith("['") and label.endswith("']") else None
         if key is not None and (attribute_dict or module_dict):
             label = f".{key}" if key.isidentifier() else f"[{key}]"
@@ -534,6 +536,22 @@ def describe(chain):
         if not (attribute_dict or module_dict or type(child).__name__ == "cell"):
             kinds.append(child.__name__ if isinstance(child, type) else type(child).__name__)
     return path + "".join(_linked_list_start(labels)), " -> ".join(_compressed(kinds))
+
+
+def _names_hooks(label):
+    """Whether a path's label names a hook dict (``._forward_hooks``,
+    ``_global_backward_hooks``)."""
+    return bool(re.search(r"hooks'?\]?$", str(label)))
+
+
+def _hook_label(hook, label):
+    """How a path names a hook of a hook dict: by its function
+    (``[<hook save_output>]``), not by its key, the id of its handle, which
+    counts every hook the process ever registered and so differs from one
+    run of the same script to the next."""
+    function = getattr(hook, "__func__", hook)
+    name = getattr(function, "__qualname__", None) or type(hook).__name__
+    return f"[<hook {name}>]" if callable(hook) else label
 
 
 def _linked_list_start(labels):
@@ -581,13 +599,16 @@ def holder_kind(chain):
     """What kind of holder ``chain`` goes through, for the fix: "cpp" (kept
     from C++: no Python object refers to the top), "warning" (recorded
     warnings), "exception", "cache" (an lru_cache's results), "hook" (a hook
-    dict that gains a hook per step), "log" (log records), "node" (autograd
+    dict that gains a hook per step), "finalize" (the arguments of a
+    ``weakref.finalize``), "atexit" (the arguments of an ``atexit.register``,
+    kept from C++), "log" (log records), "node" (autograd
     nodes: a custom Function's ctx), "key" (a dict's keys), "grad" (a
     ``.grad`` with a graph), "contextvar", "default", "closure", "buffer",
     "container", "attribute" or "name"."""
     objects = chain.objects
     if chain.from_cpp:
-        return "cpp"
+        return "atexit" if isinstance(objects[0], tuple) and atexit_registrations_grew() \
+            else "cpp"
     if _warning_index(objects) is not None:  # (a Warning is an exception without a traceback)
         return "warning"
     for holder, child in zip(objects, objects[1:]):
@@ -595,6 +616,8 @@ def holder_kind(chain):
             return "exception"
     if _cache_index(objects) is not None:
         return "cache"
+    if _finalizer_index(objects) is not None:
+        return "finalize"
     if _hook_index(objects, chain.name) is not None:
         return "hook"
     if _record_index(objects) is not None:
@@ -639,19 +662,37 @@ def holder_path(chain, kind):
     objects = chain.objects
     if kind == "cpp":
         return chain.name  # (what it holds is in the links)
+    if kind == "atexit":
+        return "the atexit registrations"
     cut = {"cache": _cache_index, "hook": _hook_index, "log": _record_index,
-           "warning": _warning_index}.get(kind)
+           "warning": _warning_index, "finalize": _finalizer_index}.get(kind)
     if cut is not None:
         index = cut(objects, chain.name) if kind == "hook" else cut(objects)
-        end = index + 1 if kind not in ("log", "warning") else index
+        end = index + 1 if kind not in ("log", "warning", "finalize") else index
         path = describe(dataclasses.replace(chain, objects=objects[:end]))[0]
         return f"the lru_cache of {path}()" if kind == "cache" else path
     return container_of(describe(chain)[0])
 
 
+def holder_root(chain, kind):
+    """What the root of ``chain`` is, as a report says it: atexit's, by name."""
+    if kind == "atexit":
+        import atexit
+
+        return (f"kept from C++ by atexit until the interpreter exits; "
+                f"{atexit._ncallbacks() - (_atexit_at_start or 0)} functions registered since "
+                "the script started")
+    return chain.root
+
+
 def holder_size(chain, kind):
-    """How many items the holder has: the cache's results, the hook dict's hooks, else None."""
+    """How many items the holder has: the cache's results, the hook dict's
+    hooks, the finalizers alive, else None."""
     objects = chain.objects
+    if kind == "finalize":  # the finalizers of the same function (the process has others)
+        function = objects[_finalizer_index(objects)].func
+        return sum(info.func is function for info in list(objects[_finalizer_index(objects) - 1]
+                                                         .values()))
     if kind == "cache":
         return objects[_cache_index(objects)].cache_info().currsize
     if kind == "hook":
@@ -667,6 +708,37 @@ def _cache_index(objects):
     return None
 
 
+def _finalizer_index(objects):
+    """The index of the ``weakref.finalize`` record (its ``_Info``: the
+    function and arguments it will call) that the chain goes through, else None."""
+    import weakref
+
+    return next((index for index, item in enumerate(objects)
+                 if type(item) is getattr(weakref.finalize, "_Info", None)), None)
+
+
+#: ``atexit``'s count of registered functions when the watch started
+#: (:func:`count_atexit_registrations`): atexit keeps them in C, out of the
+#: collector's sight, so its count is all that tells them apart.
+_atexit_at_start = None
+
+
+def count_atexit_registrations():
+    """Note how many functions atexit holds now, at the start of a watch."""
+    global _atexit_at_start
+    import atexit
+
+    _atexit_at_start = atexit._ncallbacks()
+
+
+def atexit_registrations_grew():
+    """Whether the watched script registered functions with atexit (more
+    than one: one registered once is no growth)."""
+    import atexit
+
+    return _atexit_at_start is not None and atexit._ncallbacks() - _atexit_at_start > 1
+
+
 def _hook_index(objects, name=""):
     """The index of the hook dict (a module's ``_forward_hooks``, a tensor's
     ``_backward_hooks``) that holds the chain's leaked object through a hook
@@ -678,7 +750,7 @@ def _hook_index(objects, name=""):
         str(name).endswith("hooks") else None  # the root names the hook dict
     for index in range(1, len(objects)):
         holder, child = objects[index - 1], objects[index]
-        if isinstance(child, dict) and re.search(r"hooks'?\]?$", _label(holder, child)):
+        if isinstance(child, dict) and _names_hooks(_label(holder, child)):
             found = index
     if found is None:
         return None

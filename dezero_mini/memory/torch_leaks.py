@@ -402,6 +402,8 @@ def watch_script(path, source=None, script_args=(), steps=DEFAULT_STEPS,
     import torch
     import torch.optim.optimizer as optimizer_module
 
+    from dezero_mini.memory.torch_holders import count_atexit_registrations
+
     path = Path(path)
     source = path.read_bytes() if source is None else source
     code, loops = compile_with_loop_marks(source, str(path), mark_entries=True)
@@ -419,6 +421,7 @@ def watch_script(path, source=None, script_args=(), steps=DEFAULT_STEPS,
         return result
 
     torch.autograd.backward = backward
+    count_atexit_registrations()  # (atexit keeps them in C: only its count grows)
     real_exit = os._exit
     os._exit = watch.hard_exit(real_exit)
     run = ScriptRun()
