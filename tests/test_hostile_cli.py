@@ -171,7 +171,7 @@ NUMERIC_OPTIONS = [
     (["train"], "--seed", "range"),
     (["train"], "--hidden", "needs about"),
     (["memory", "--stage", "dezero_mini"], "--batches", "needs about"),
-    (["leaks", "{}", "x.py"], "--consecutive", "accepted"),  # (the script's own options follow it)
+    (["leaks", "{}", "x.py"], "--consecutive", "range"),  # (the script's own options follow it)
     (["leaks", "{}", "x.py"], "--steps", "accepted"),
     *[(argv, option, "range") for argv in (["check", "3", "x.py"], ["grade", "3", "x.py",
                                                                      "--csv", "g.csv"],
@@ -189,7 +189,7 @@ NUMERIC_OPTIONS = [
 BAD_VALUES = ["0", "-1", "2.5", "nan", "inf", "-inf", "ten", ""]
 HUGE = {"--timeout": "1e300", "--total-timeout": "1e300",
         "--seed": str(2**32), "--epochs": "100001", "--hidden": "1000000,1000",
-        "--batches": str(10**12)}
+        "--batches": str(10**12), "--consecutive": str(10**12)}
 
 
 def _with(argv, *words):

@@ -772,7 +772,13 @@ def test_leaks_shows_the_scripts_own_traceback(capsys, tmp_path, body, message, 
 @pytest.mark.parametrize("argv, message", [
     (["no_such_script.py"], "the script 'no_such_script.py' does not exist"),
     (["--consecutive", "0", "x.py"], "--consecutive"),
-    (["--consecutive", "1", "x.py"], "at least 2"),
+    (["--consecutive", "1", "x.py"], "from 2 to 1000"),
+    # No upper bound once (a streak no loop reaches); --steps below what can be
+    # judged (it ran the script and said "not judged: too few steps").
+    (["--consecutive", "1001", "x.py"], "must be a whole number from 2 to 1000, got '1001'"),
+    (["--consecutive", str(10**30), "x.py"], "from 2 to 1000"),
+    (["--steps", "5", "x.py"], "--steps: must be a whole number of at least 6, got '5'"),
+    (["--steps", "1", "x.py"], "at least 6"),
     ([], "SCRIPT"),
 ])
 def test_leaks_exits_2_for_a_bad_command_line(capsys, tmp_path, argv, message):

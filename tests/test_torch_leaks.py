@@ -477,3 +477,35 @@ def test_the_same_script_gets_the_same_holder_lines_twice(torch, capsys, script)
                         if " keeps the graphs of earlier steps: " in line])
     assert holders[0] and holders[0] == holders[1], holders
     assert not re.search(r"hooks\[\d+\]", holders[0][0]), holders[0]
+
+
+#: (--steps, --consecutive or None, the steps in a row compared, the note's words or None)
+CONSECUTIVE_WITHIN_STEPS = [
+    ("10", "9", 6, "note: --consecutive 9 is more than the 6 steps in a row that --steps 10 "
+                   "leaves to compare"),
+    ("30", "1000", 26, "comparing 26 (--steps 1004 would compare 1000)"),
+    ("6", None, 2, None),  # the default, taken down in silence
+    ("10", "6", 6, None),
+]
+
+
+@pytest.mark.parametrize("steps, consecutive, compared, note", CONSECUTIVE_WITHIN_STEPS)
+def test_consecutive_beyond_what_the_steps_compare_is_taken_down_with_a_note(
+        torch, capsys, monkeypatch, steps, consecutive, compared, note):
+    """``--consecutive`` above the steps in a row that ``--steps`` leaves after
+    the warm-up was silently cut by the judgement; it is taken as those, with a
+    note (as ``--jobs`` above the processors is)."""
+    from dezero_mini.memory import torch_leaks
+
+    given = {}
+    real_judge = torch_leaks.judge
+    monkeypatch.setattr(torch_leaks, "judge", lambda counts, consecutive=5: (
+        given.setdefault("consecutive", consecutive), real_judge(counts, consecutive))[1])
+    argv = ["--steps", steps, *(["--consecutive", consecutive] if consecutive else []),
+            str(EXAMPLES / "total_loss.py")]
+    code, out, err = leaks(capsys, *argv)
+    assert code == 1 and given["consecutive"] == compared, (given, out, err)
+    notes = [line for line in err.splitlines() if "note:" in line]
+    assert notes == ([] if note is None else notes[:1]) and len(notes) <= 1, err
+    if note is not None:
+        assert note in notes[0], err

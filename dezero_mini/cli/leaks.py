@@ -66,16 +66,21 @@ import sys
 import traceback
 from pathlib import Path
 
-from dezero_mini.arguments import at_least_two, positive_int
+from dezero_mini.arguments import whole_number
 from dezero_mini.atomic import not_a_file, output_target_problem
 from dezero_mini.cli.guard import EXIT_NO_VERDICT, Terminated, end_for_lost_output, silence
 from dezero_mini.cli.options import command_parser
 from dezero_mini.memory.leaks import judge, report_between, survivors_between
 from dezero_mini.memory.loop_marks import (ROUND, compile_with_loop_marks, new_main_module,
                                           script_as_main)
+from dezero_mini.memory.torch_leaks import DEFAULT_CONSECUTIVE, DEFAULT_STEPS, MIN_STEPS
 from dezero_mini.memory.tracking import Tracker
 
 UNIT = "iteration"
+#: The longest streak of growth ``--consecutive`` waits for before a report:
+#: a loop that has grown 1,000 iterations in a row has long shown its leak
+#: (and the verdict at the end judges the whole run whatever N is); more is a typo.
+MAX_CONSECUTIVE = 1000
 HEADER = "=== dezero_mini leaks"
 SCRIPT_FAILED = 1  # Python's exit status after an uncaught exception
 
@@ -291,7 +296,8 @@ def _run_leaks(args, out):
 
     module = new_main_module(path)
     namespaces = [(module.__dict__, path.name)]
-    watch = _Watch(args.consecutive, namespaces, out, path.name, [loop.line for loop in loops])
+    watch = _Watch(args.consecutive or DEFAULT_CONSECUTIVE, namespaces, out, path.name,
+                   [loop.line for loop in loops])
     module.__dict__[ROUND] = watch.round
     tracker = watch.tracker = Tracker(mark_on_backward=True, on_mark=watch.on_backward).start()
 
@@ -430,15 +436,21 @@ def add_parser(commands):
         "  %(prog)s train.py\n"
         "  %(prog)s --consecutive 3 train.py --epochs 2\n"
         "  %(prog)s --steps 50 --plot memory.png train_torch.py"))
-    parser.add_argument("--consecutive", type=at_least_two, default=5, metavar="N", help=(
+    # (default None: the PyTorch side takes the default down to what --steps
+    # can compare in silence, and a value that was given with a note)
+    parser.add_argument("--consecutive", type=whole_number(2, MAX_CONSECUTIVE), metavar="N",
+                        help=(
         "report when the live objects have grown at N iterations in a row "
-        "(default: %(default)s)"))
+        f"(default: {DEFAULT_CONSECUTIVE}, at most {MAX_CONSECUTIVE}; for a PyTorch script, at "
+        "most the steps that --steps leaves after its warm-up, else taken as those with a note)"))
     parser.add_argument("--framework", choices=("auto", "dezero_mini", "torch"), default="auto",
                         help=("what the script uses: auto (the default) runs a script that "
                               "imports torch as a PyTorch script, any other as a dezero_mini one"))
-    parser.add_argument("--steps", type=positive_int, default=30, metavar="N", help=(
+    parser.add_argument("--steps", type=whole_number(MIN_STEPS), default=DEFAULT_STEPS,
+                        metavar="N", help=(
         "PyTorch scripts: stop the script after N training steps (optimizer steps, else "
-        "rounds of the loop that calls backward) and judge them (default: %(default)s)"))
+        "rounds of the loop that calls backward) and judge them (default: %(default)s; "
+        f"at least {MIN_STEPS}: the first starts the watch, two warm up, three are compared)"))
     parser.add_argument("--every-step", action="store_true", help=(
         "PyTorch scripts: count at every training step, whatever it costs (by default a "
         "count is skipped when watching would take more than 0.3 times the script's own CPU time)"))

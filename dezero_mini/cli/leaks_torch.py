@@ -215,16 +215,35 @@ def _device_line(series):
             f"{format_bytes(first)} at the first {series.unit}, {format_bytes(last)} at the last"]
 
 
+def consecutive_within(consecutive, steps, prog):
+    """``--consecutive`` for a PyTorch script: at most the steps in a row that
+    ``--steps`` leaves to compare; a larger one is taken as those, with a note
+    on standard error (the judgement could never compare more). None (not
+    given): the default, taken down in silence."""
+    from dezero_mini.memory.torch_leaks import DEFAULT_CONSECUTIVE, WARM_UP, most_consecutive
+
+    most = most_consecutive(steps)
+    if consecutive is None or consecutive <= most:
+        return min(consecutive or DEFAULT_CONSECUTIVE, most)
+    print(f"{prog}: note: --consecutive {consecutive} is more than the {most} steps in a row "
+          f"that --steps {steps} leaves to compare (the first step starts the watch, {WARM_UP} "
+          f"more warm up); comparing {most} (--steps {steps + consecutive - most} would compare "
+          f"{consecutive})", file=sys.stderr)
+    return most
+
+
 def run_torch_leaks(args, path, source, out, prog):
     """Run the PyTorch script ``path`` (its ``source`` already read), print
     the verdict, then the script's own error; returns the exit status."""
-    plot = getattr(args, "plot", None)
-    try:
-        from dezero_mini.memory.torch_leaks import DEFAULT_STEPS, watch_script
+    from dezero_mini.memory.torch_leaks import DEFAULT_STEPS
 
-        run = watch_script(path, source, args.script_args,
-                           steps=getattr(args, "steps", DEFAULT_STEPS),
-                           consecutive=args.consecutive,
+    plot = getattr(args, "plot", None)
+    steps = getattr(args, "steps", DEFAULT_STEPS)
+    consecutive = consecutive_within(args.consecutive, steps, prog)
+    try:
+        from dezero_mini.memory.torch_leaks import watch_script
+
+        run = watch_script(path, source, args.script_args, steps=steps, consecutive=consecutive,
                            every_step=getattr(args, "every_step", False))
     except ImportError as error:
         if (error.name or "").partition(".")[0] != "torch":

@@ -51,6 +51,17 @@ from dezero_mini.memory.loop_marks import (ENTER, ROUND, compile_with_loop_marks
 DEFAULT_STEPS = 30
 WARM_UP = 2  # steps left out of the judgement: the optimizer's state, caches filled once
 DEFAULT_CONSECUTIVE = 5
+#: The fewest steps that can be judged: the first step starts the watch (it
+#: is never counted), WARM_UP more are left out, and growth needs three
+#: counts (two differences) to persist. ``leaks --steps`` takes no fewer.
+MIN_STEPS = 1 + WARM_UP + 3
+
+
+def most_consecutive(steps):
+    """The most steps in a row that a budget of ``steps`` training steps can
+    compare (``leaks --consecutive``): the differences between its counts
+    after the warm-up."""
+    return steps - 1 - WARM_UP - 1
 #: A loop that never calls backward is followed for at most this many rounds
 #: (x the step budget): a data-loading loop of a million rounds is not watched whole.
 IDLE_ROUNDS_FACTOR = 4
