@@ -21,6 +21,7 @@ from dezero_mini.datasets import MNIST, write_idx
 
 ROOT = Path(__file__).resolve().parents[1]
 STEP03 = "step03_weakref_outputs.py"
+LEAKS_SCRIPT = "train_torch.py"
 
 #: How the output names the input: (id, make(folder, input) -> the output's name).
 ALIASES = [
@@ -78,9 +79,27 @@ COMMANDS = [
      ["memory", "--stage", "3", "--batches", "2", "--csv", "{out}", "--out", "m.png"], ".csv"),
     ("graph --out over the stage file", _stage_copy,
      ["graph", "--stage", "3", "--out", "{out}"], ".dot"),
+    ("memory --out over a stage file", _stage_copy,
+     ["memory", "--stage", "3", "--batches", "2", "--out", "{out}"], ".png"),
     ("train --save over a data file", _mnist,
      ["train", "--dataset", "mnist", "--data-dir", ".", "--save", "{out}"], ".npz"),
+    # leaks reads the script and the modules of its folder that it imports (to
+    # tell a PyTorch script); --plot once knew neither and drew over them.
+    ("leaks --plot over the script", lambda f: _torch_script(f),
+     ["leaks", "--plot", "{out}", LEAKS_SCRIPT], ".png"),
+    ("leaks --plot over a module of the script", lambda f: _torch_script(f, "helper"),
+     ["leaks", "--plot", "{out}", LEAKS_SCRIPT], ".svg"),
 ]
+
+
+def _torch_script(folder, which="script"):
+    """A PyTorch training script that imports a module of its folder; torch
+    itself is not needed: the output is refused before the script runs."""
+    (folder / "helper.py").write_text("import torch\n\nSTEPS = 40\n")
+    (folder / LEAKS_SCRIPT).write_text("from helper import STEPS, torch\n\nlosses = []\n"
+                                       "for step in range(STEPS):\n"
+                                       "    losses.append(torch.ones(1, requires_grad=True) * 2)\n")
+    return folder / (LEAKS_SCRIPT if which == "script" else "helper.py")
 
 
 def _submission(folder):
@@ -142,6 +161,11 @@ PRECEDENCE = [
     ("a data file as train --save, without the suffix", _mnist,
      ["train", "--dataset", "mnist", "--data-dir", ".", "--save", "{out}"],
      MNIST.files[True][0], "must end in"),
+    ("the script as leaks --plot, without the suffix", lambda f: _torch_script(f),
+     ["leaks", "--plot", "{out}", LEAKS_SCRIPT], LEAKS_SCRIPT, "must end in"),
+    ("a module of the script as leaks --plot, without the suffix",
+     lambda f: _torch_script(f, "helper"), ["leaks", "--plot", "{out}", LEAKS_SCRIPT],
+     "helper.py", "must end in"),
 ]
 
 
@@ -194,9 +218,26 @@ def test_the_check_names_both_spellings_and_passes_missing_paths():
     assert "is the test" in problem and "which this command reads" in problem
 
 
+def test_every_output_option_of_every_command_is_in_the_table():
+    """An output option (its type is ``arguments.output_file``) joins COMMANDS,
+    and so the refusal of every alias of an input (``leaks --plot`` was missing)."""
+    import argparse
+
+    from dezero_mini import cli
+
+    commands = next(action for action in cli.build_parser()._actions
+                    if isinstance(action, argparse._SubParsersAction))
+    found = {(name, option) for name, parser in commands.choices.items()
+             for action in parser._actions if hasattr(action.type, "output_suffixes")
+             for option in action.option_strings if option.startswith("--")}
+    tabled = {(argv[0], argv[argv.index("{out}") - 1]) for _, _, argv, _ in COMMANDS}
+    assert found == tabled
+
+
 @pytest.mark.parametrize("command, option, inputs", [
     ("train", "--save", "--data-dir"), ("memory", "--out", "stage"), ("memory", "--csv", "stage"),
     ("graph", "--out", "stage"), ("grade", "--csv", "submission"), ("check", "--gradescope", "FILE"),
+    ("leaks", "--plot", "SCRIPT"),
 ])
 def test_the_help_names_what_a_command_writes_and_that_no_input_is_one(command, option, inputs):
     """``--help`` lists every file a command writes, each saying what it never is."""

@@ -66,14 +66,16 @@ import sys
 import traceback
 from pathlib import Path
 
-from dezero_mini.arguments import whole_number
-from dezero_mini.atomic import not_a_file, output_target_problem
+from dezero_mini.arguments import output_file, whole_number
+from dezero_mini.atomic import not_a_file
 from dezero_mini.cli.guard import EXIT_NO_VERDICT, Terminated, end_for_lost_output, silence
-from dezero_mini.cli.options import command_parser
+from dezero_mini.cli.leaks_torch import PLOT_SUFFIXES
+from dezero_mini.cli.options import command_parser, refuse_to_overwrite_inputs
 from dezero_mini.memory.leaks import judge, report_between, survivors_between
 from dezero_mini.memory.loop_marks import (ROUND, compile_with_loop_marks, new_main_module,
                                           script_as_main)
-from dezero_mini.memory.torch_leaks import DEFAULT_CONSECUTIVE, DEFAULT_STEPS, MIN_STEPS
+from dezero_mini.memory.torch_leaks import (DEFAULT_CONSECUTIVE, DEFAULT_STEPS, MIN_STEPS,
+                                           script_modules)
 from dezero_mini.memory.tracking import Tracker
 
 UNIT = "iteration"
@@ -283,6 +285,7 @@ def _run_leaks(args, out):
     framework = getattr(args, "framework", "auto")
     try:
         source = path.read_bytes()
+        _refuse_outputs_over_inputs(args, path, source)
         if framework == "torch" or (framework == "auto" and imports_torch(source, path)):
             return run_torch_leaks(args, path, source, out, prog)
         code, loops = compile_with_loop_marks(source, str(path))
@@ -337,6 +340,17 @@ def _run_leaks(args, out):
     if script_status:
         print(f"{prog}: {args.script} exited with status {script_status}", file=sys.stderr)
     return status
+
+
+def _refuse_outputs_over_inputs(args, path, source):
+    """argparse's error (exit 2), before the script runs, when an output of
+    the command (``--plot``) is, or links to, a file that it reads: the
+    script, or one of its own modules (:func:`script_modules`)."""
+    if getattr(args, "parser", None) is None or getattr(args, "plot", None) is None:
+        return
+    inputs = [("the script", path)] + [(f"the module {module.name} of the script", module)
+                                       for module in script_modules(source, path)]
+    refuse_to_overwrite_inputs(args, [("--plot", args.plot)], inputs)
 
 
 def _exit_status(ended):
@@ -454,9 +468,10 @@ def add_parser(commands):
     parser.add_argument("--every-step", action="store_true", help=(
         "PyTorch scripts: count at every training step, whatever it costs (by default a "
         "count is skipped when watching would take more than 0.3 times the script's own CPU time)"))
-    parser.add_argument("--plot", type=_plot_file, metavar="FILE", help=(
+    parser.add_argument("--plot", type=output_file(*PLOT_SUFFIXES), metavar="FILE", help=(
         "PyTorch scripts: draw what was counted at each step (graphs kept, bytes with and "
-        "without a graph, resident memory) into FILE (.png, .svg or .pdf)"))
+        "without a graph, resident memory) into FILE (.png, .svg or .pdf; never SCRIPT or "
+        "a module of it)"))
     # SCRIPT is checked by run_leaks: required here, argparse would say that
     # ARGS, which may be empty, is required too.
     parser.add_argument("script", nargs="?", metavar="SCRIPT", help="the Python script to run")
@@ -464,16 +479,6 @@ def add_parser(commands):
                         help="arguments for the script")
     parser.set_defaults(run=run_leaks, parser=parser, explain_unrecognized=dash_named_script,
                         lost_output_status=EXIT_NO_VERDICT)
-
-
-def _plot_file(text):
-    """``--plot FILE``: a file that can be written, ending in .png, .svg or .pdf."""
-    from dezero_mini.cli.leaks_torch import PLOT_SUFFIXES
-
-    problem = output_target_problem(text, PLOT_SUFFIXES)
-    if problem:
-        raise argparse.ArgumentTypeError(problem)
-    return text
 
 
 def dash_named_script(unrecognized):

@@ -73,35 +73,63 @@ MAX_OVERHEAD = 0.1
 def imports_torch(source, path=None, depth=3):
     """Whether the script imports torch, itself or through its own modules
     (files next to it that it imports, ``depth`` levels deep)."""
+    if any(_is_torch(name) for name in _imported_names(source)):
+        return True
+    if path is None:
+        return False
+    for module in script_modules(source, path, depth):
+        try:
+            if any(_is_torch(name) for name in _imported_names(module.read_bytes())):
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _is_torch(name):
+    return name.partition(".")[0] == "torch"
+
+
+def _imported_names(source):
+    """The modules that ``source`` imports by absolute name; [] when it is no Python."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):
-        return False
-    local = []
+        return []
+    names = []
     for node in ast.walk(tree):
-        names = []
         if isinstance(node, ast.Import):
-            names = [alias.name for alias in node.names]
+            names += [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            names = [node.module]
-        for name in names:
-            if name.partition(".")[0] == "torch":
-                return True
-            local.append(name)
-    if path is None or depth == 0:
-        return False
+            names.append(node.module)
+    return names
+
+
+def script_modules(source, path, depth=3):
+    """The script's own modules: the files of its folder that it imports
+    (``helper.py``, ``pkg/__init__.py``), and theirs, ``depth`` levels deep,
+    as paths. What ``leaks`` reads besides the script (an output must be
+    none of them)."""
     folder = Path(path).resolve().parent
-    for name in local:
-        parts = name.split(".")
-        for candidate in (folder.joinpath(*parts).with_suffix(".py"),
-                          folder.joinpath(*parts, "__init__.py"), folder / f"{parts[0]}.py"):
-            try:
-                if candidate.is_file() and imports_torch(candidate.read_bytes(), candidate,
-                                                         depth - 1):
-                    return True
-            except OSError:
-                continue
-    return False
+    found, sources = [], [source]
+    for _ in range(depth):
+        imported = []
+        for text in sources:
+            for name in _imported_names(text):
+                if _is_torch(name):
+                    continue
+                parts = name.split(".")
+                for candidate in (folder.joinpath(*parts).with_suffix(".py"),
+                                  folder.joinpath(*parts, "__init__.py"),
+                                  folder / f"{parts[0]}.py"):
+                    try:
+                        if candidate not in found and candidate.is_file():
+                            found.append(candidate)
+                            imported.append(candidate.read_bytes())
+                    except OSError:
+                        continue
+        sources = imported
+    return found
 
 
 class _BudgetReached(BaseException):
