@@ -93,6 +93,15 @@ def _inexact_dtype(dtype):
     return dtype if np.issubdtype(dtype, np.inexact) else np.result_type(dtype, np.float16)
 
 
+def _as_inexact(x):
+    """The Variable ``x`` in the dtype NumPy's ``exp`` computes it in
+    (``_inexact_dtype``), through a Cast node, so that its gradient still
+    reaches ``x``; ``x`` itself when it holds floats."""
+    if np.issubdtype(x.dtype, np.inexact):
+        return x
+    return Cast(_inexact_dtype(x.dtype))(x)
+
+
 def _inexact(x):
     """``x`` (an array) as NumPy's ``exp`` would compute it (``_inexact_dtype``).
     For functions that subtract before ``exp``: on uint8 the subtraction
@@ -935,6 +944,7 @@ def dropout(x, dropout_ratio=0.5):
 def sigmoid_simple(x):
     """``1 / (1 + exp(-x))`` as three nodes of the graph (``sigmoid`` is one)."""
     x = as_variable(x)
+    x = _as_inexact(x)  # (-x of bools is refused by NumPy, of uint8 wraps around)
     return _const(1, x.data) / (_const(1, x.data) + exp(-x))
 
 
@@ -946,9 +956,7 @@ def softmax_simple(x, axis=1):
     change when a constant is added along ``axis``), so that large scores do
     not overflow ``exp``; DeZero's version leaves it in, and gives nan there.
     """
-    x = as_variable(x)
-    if not np.issubdtype(x.dtype, np.inexact):  # floats, as np.exp gives (x - max could wrap)
-        x = Cast(_inexact_dtype(x.dtype))(x)
+    x = _as_inexact(as_variable(x))  # floats, as np.exp gives (x - max could wrap)
     try:
         axis = arrays.normalize_axes(axis, x.ndim)  # (np.max's AxisError named no function)
     except ValueError as error:
@@ -994,6 +1002,10 @@ def mean_squared_error_simple(x0, x1):
         _check_paired_shapes(x0.shape, x1.shape)
     except ValueError as e:
         raise ValueError(f"mean_squared_error_simple: {e}") from None
+    # Integers and bools as float64, as mean_squared_error computes them: in
+    # their dtype, x0 - x1 of bools is refused by NumPy and of uint8 wraps around.
+    x0, x1 = (Cast(_FLOAT64)(x) if not np.issubdtype(x.dtype, np.inexact) else x
+              for x in (x0, x1))
     diff = x0 - x1
     return sum(diff**2) * _const(arrays.inverse_count(diff.size), diff.data)  # nan over nothing
 
