@@ -116,6 +116,11 @@ BAD_TARGETS = [
     (["graph", "--out", "dir.dot"], 2, ["--out", "'dir.dot' is a folder"]),
     (["graph", "--out", "missing/g.dot"], 2, ["--out", "'missing' does not exist"]),
     (["graph"], 2, ["argument --out: 'graph.svg' is a folder"]),  # the default, checked too
+    # leaks --plot (a type of its own once, which knew no input: test_outputs_apart)
+    (["leaks", "--plot", "dir.png", "x.py"], 2, ["--plot", "'dir.png' is a folder"]),
+    (["leaks", "--plot", "missing/p.svg", "x.py"], 2, ["--plot", "'missing' does not exist"]),
+    (["leaks", "--plot", "p.png/", "x.py"], 2, ["--plot", "'p.png/' ends in '/'"]),
+    (["leaks", "--plot", "p.txt", "x.py"], 2, ["--plot", "must end in .png or .svg or .pdf"]),
     (["start", "3", "file"], 2, ["DIR 'file'", "is a file, not a folder"]),
     (["start", "3", "missing"], 2, ["DIR 'missing'", "does not exist"]),
     # the grading commands' targets: the same check (any name; no suffix asked)
@@ -364,7 +369,8 @@ def test_an_input_the_user_cannot_write_is_named_as_the_input(capsys, place, mon
 #: (cli.options.refuse_to_overwrite_inputs). A new one joins this table and
 #: the rows above that aim it at a folder, a link, an input.
 OUTPUT_OPTIONS = {("check", "--gradescope"), ("grade", "--csv"), ("graph", "--out"),
-                  ("memory", "--csv"), ("memory", "--out"), ("train", "--save")}
+                  ("memory", "--csv"), ("memory", "--out"), ("train", "--save"),
+                  ("leaks", "--plot")}
 
 
 def test_the_table_of_output_options_is_complete():

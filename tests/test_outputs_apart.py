@@ -218,22 +218,6 @@ def test_the_check_names_both_spellings_and_passes_missing_paths():
     assert "is the test" in problem and "which this command reads" in problem
 
 
-def test_every_output_option_of_every_command_is_in_the_table():
-    """An output option (its type is ``arguments.output_file``) joins COMMANDS,
-    and so the refusal of every alias of an input (``leaks --plot`` was missing)."""
-    import argparse
-
-    from dezero_mini import cli
-
-    commands = next(action for action in cli.build_parser()._actions
-                    if isinstance(action, argparse._SubParsersAction))
-    found = {(name, option) for name, parser in commands.choices.items()
-             for action in parser._actions if hasattr(action.type, "output_suffixes")
-             for option in action.option_strings if option.startswith("--")}
-    tabled = {(argv[0], argv[argv.index("{out}") - 1]) for _, _, argv, _ in COMMANDS}
-    assert found == tabled
-
-
 @pytest.mark.parametrize("command, option, inputs", [
     ("train", "--save", "--data-dir"), ("memory", "--out", "stage"), ("memory", "--csv", "stage"),
     ("graph", "--out", "stage"), ("grade", "--csv", "submission"), ("check", "--gradescope", "FILE"),

@@ -84,6 +84,7 @@ CASES = [
     # atexit registration (kept in C: named from atexit's count).
     ("leak_weakref_finalize.py", LEAK, "finalize._registry (a global of weakref"),
     ("leak_atexit_register.py", LEAK, "the atexit registrations (kept from C++ by atexit"),
+    ("leak_signal_handler_chain.py", LEAK, "the handler of SIGUSR1 (kept from C++"),
     # Activation checkpointing: the checkpointed function keeps its input.
     ("leak_activation_checkpointing.py", LEAK, "block_inputs (a global"),
     ("clean_total_loss_item.py", CLEAN, None),
@@ -138,6 +139,7 @@ FIXES = {
     "leak_forward_hook_every_step_no_tensor.py": "register the hook once, before the loop",
     "leak_weakref_finalize.py": "`weakref.finalize(obj, fn, *args)` keeps `args` alive",
     "leak_atexit_register.py": "`atexit.register(fn, *args)` keeps `fn` and `args`",
+    "leak_signal_handler_chain.py": "install the handler once, before the loop",
 }
 
 #: Leaks of hooks alone: the report says the hooks pile up, not that graphs are kept.
@@ -152,13 +154,18 @@ def torch():
 
 @pytest.fixture
 def global_hooks_restored(torch):
-    """The global module hooks as they were before the test: a script that
-    registers one (leak_global_forward_hook.py) must not reach the next."""
+    """The global module hooks and the handler of SIGUSR1 as they were before
+    the test: a script that registers one (leak_global_forward_hook.py,
+    leak_signal_handler_chain.py) must not reach the next."""
+    import signal
+
     from torch.nn.modules import module
 
     hooks = {name: dict(value) for name, value in vars(module).items()
              if name.startswith("_global_") and name.endswith("hooks") and isinstance(value, dict)}
+    handler = signal.getsignal(signal.SIGUSR1)
     yield
+    signal.signal(signal.SIGUSR1, handler)
     for name, before in hooks.items():
         current = getattr(module, name)
         for key in [key for key in current if key not in before]:

@@ -53,6 +53,10 @@ FIXES = {
     "atexit": "`atexit.register(fn, *args)` keeps `fn` and `args` until the interpreter "
               "exits: register once, before the loop, with numbers (`.item()`) or detached "
               "tensors (`.detach()`), or `atexit.unregister(fn)` what is no longer needed",
+    "signal": "install the handler once, before the loop, and let it read what it shows "
+              "from a number kept up to date (`last_loss = loss.item()`), not bind the step's "
+              "tensor: {path} lives until it is replaced, and a handler that keeps the one "
+              "it replaced keeps every earlier one with its tensors",
     "log": "log numbers (`loss.item()`), not tensors: a LogRecord keeps its arguments until "
            "it is formatted, and {path} keeps its records until it is flushed",
     "node": "keep numbers or detached tensors taken from `ctx`, not `ctx` itself: the ctx of "

@@ -601,12 +601,14 @@ def holder_kind(chain):
     warnings), "exception", "cache" (an lru_cache's results), "hook" (a hook
     dict that gains a hook per step), "finalize" (the arguments of a
     ``weakref.finalize``), "atexit" (the arguments of an ``atexit.register``,
-    kept from C++), "log" (log records), "node" (autograd
+    kept from C++), "signal" (a signal's handler, kept from C++), "log" (log records), "node" (autograd
     nodes: a custom Function's ctx), "key" (a dict's keys), "grad" (a
     ``.grad`` with a graph), "contextvar", "default", "closure", "buffer",
     "container", "attribute" or "name"."""
     objects = chain.objects
     if chain.from_cpp:
+        if signal_of_handler(objects[0]) is not None:
+            return "signal"
         return "atexit" if isinstance(objects[0], tuple) and atexit_registrations_grew() \
             else "cpp"
     if _warning_index(objects) is not None:  # (a Warning is an exception without a traceback)
@@ -664,6 +666,8 @@ def holder_path(chain, kind):
         return chain.name  # (what it holds is in the links)
     if kind == "atexit":
         return "the atexit registrations"
+    if kind == "signal":
+        return f"the handler of {signal_of_handler(objects[0])}"
     cut = {"cache": _cache_index, "hook": _hook_index, "log": _record_index,
            "warning": _warning_index, "finalize": _finalizer_index}.get(kind)
     if cut is not None:
@@ -682,6 +686,8 @@ def holder_root(chain, kind):
         return (f"kept from C++ by atexit until the interpreter exits; "
                 f"{atexit._ncallbacks() - (_atexit_at_start or 0)} functions registered since "
                 "the script started")
+    if kind == "signal":
+        return "kept from C++ by the signal module until another handler replaces it"
     return chain.root
 
 
@@ -729,6 +735,22 @@ def count_atexit_registrations():
     import atexit
 
     _atexit_at_start = atexit._ncallbacks()
+
+
+def signal_of_handler(item):
+    """The name of the signal whose handler ``item`` is (``"SIGUSR1"``), else
+    None: the interpreter keeps its handlers in C, where no referrer shows."""
+    import signal
+
+    if not callable(item):
+        return None
+    for number in sorted(signal.valid_signals()):
+        try:
+            if signal.getsignal(number) is item:
+                return signal.Signals(number).name
+        except (ValueError, OSError):
+            continue
+    return None
 
 
 def atexit_registrations_grew():
