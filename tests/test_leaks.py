@@ -887,3 +887,15 @@ def test_the_environment_variable_turns_the_warning_on_in_a_new_process(tmp_path
     assert "warn_leaks = 4" in done.stdout
     assert done.stderr.count("GraphLeakWarning") == 1
     assert "held by kept[" in done.stderr
+
+
+def test_plot_for_a_script_without_torch_says_nothing_is_drawn(capsys, tmp_path):
+    """--plot draws the steps of a PyTorch script; given for a dezero_mini
+    one, it was silently ignored (the learner looked for the file)."""
+    path = tmp_path / "train.py"
+    path.write_text("print('no loop')\n")
+    code, _, err = run_cli(capsys, "--plot", str(tmp_path / "memory.png"), path)
+    assert code == 0, err
+    assert err.strip().endswith("note: --plot draws the counts of a PyTorch script; train.py "
+                                "does not import torch, so nothing is drawn"), err
+    assert not (tmp_path / "memory.png").exists()

@@ -69,13 +69,13 @@ from pathlib import Path
 from dezero_mini.arguments import output_file, whole_number
 from dezero_mini.atomic import not_a_file
 from dezero_mini.cli.guard import EXIT_NO_VERDICT, Terminated, end_for_lost_output, silence
-from dezero_mini.cli.leaks_torch import PLOT_SUFFIXES
+from dezero_mini.cli.leaks_torch import PLOT_SUFFIXES, run_torch_leaks
 from dezero_mini.cli.options import command_parser, refuse_to_overwrite_inputs
 from dezero_mini.memory.leaks import judge, report_between, survivors_between
 from dezero_mini.memory.loop_marks import (ROUND, compile_with_loop_marks, new_main_module,
                                           script_as_main)
 from dezero_mini.memory.torch_leaks import (DEFAULT_CONSECUTIVE, DEFAULT_STEPS, MIN_STEPS,
-                                           script_modules)
+                                           imports_torch, script_modules)
 from dezero_mini.memory.tracking import Tracker
 
 UNIT = "iteration"
@@ -263,11 +263,8 @@ def run_leaks(args, out=None):
 
 def _run_leaks(args, out):
     """:func:`run_leaks` with its stream. A script that imports torch is run
-    by :mod:`dezero_mini.cli.leaks_torch` (imported here, where it is needed:
-    it needs PyTorch)."""
-    from dezero_mini.cli.leaks_torch import run_torch_leaks
-    from dezero_mini.memory.torch_leaks import imports_torch
-
+    by :mod:`dezero_mini.cli.leaks_torch` (which imports PyTorch only once
+    such a script runs)."""
     prog = args.parser.prog if getattr(args, "parser", None) else "dezero_mini leaks"
     if args.script is None:  # (optional to argparse, which would call ARGS required too)
         message = ("the following argument is required: SCRIPT (the Python script to run; "
@@ -289,6 +286,9 @@ def _run_leaks(args, out):
         if framework == "torch" or (framework == "auto" and imports_torch(source, path)):
             return run_torch_leaks(args, path, source, out, prog)
         code, loops = compile_with_loop_marks(source, str(path))
+        if getattr(args, "plot", None) is not None:  # (drawn for PyTorch scripts only)
+            print(f"{prog}: note: --plot draws the counts of a PyTorch script; "
+                  f"{path.name} does not import torch, so nothing is drawn", file=sys.stderr)
     except SyntaxError:
         print(f"{prog}: error: {args.script} cannot be run:", file=sys.stderr)
         traceback.print_exc(limit=0, file=sys.stderr)

@@ -206,8 +206,8 @@ def _holders(targets, script_module):
         named.add((kind, path))
         name = last_name(path)
         lines = storing_lines(name, files) if name else []
-        holders.append(Holder(path=path, root=holder_root(chain, kind), links=links, kind=kind, lines=lines,
-                              scalar=scalar, held_by=chain.held_by,
+        holders.append(Holder(path=path, root=holder_root(chain, kind), links=links, kind=kind,
+                              lines=lines, scalar=scalar, held_by=chain.held_by,
                               size=holder_size(chain, kind)))
     return holders
 

@@ -29,14 +29,17 @@ what kind of holder it is (for the fix: a cache, a hook dict, a list...),
 of the script and its own modules that store into the holder's name.
 """
 import ast
+import atexit
 import contextvars
 import dataclasses
 import functools
 import gc
 import re
+import signal
 import sys
 import threading
 import types
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -601,8 +604,8 @@ def holder_kind(chain):
     warnings), "exception", "cache" (an lru_cache's results), "hook" (a hook
     dict that gains a hook per step), "finalize" (the arguments of a
     ``weakref.finalize``), "atexit" (the arguments of an ``atexit.register``,
-    kept from C++), "signal" (a signal's handler, kept from C++), "log" (log records), "node" (autograd
-    nodes: a custom Function's ctx), "key" (a dict's keys), "grad" (a
+    kept from C++), "signal" (a signal's handler, kept from C++), "log" (log
+    records), "node" (autograd nodes: a custom Function's ctx), "key" (a dict's keys), "grad" (a
     ``.grad`` with a graph), "contextvar", "default", "closure", "buffer",
     "container", "attribute" or "name"."""
     objects = chain.objects
@@ -679,10 +682,9 @@ def holder_path(chain, kind):
 
 
 def holder_root(chain, kind):
-    """What the root of ``chain`` is, as a report says it: atexit's, by name."""
+    """What the root of ``chain`` is, as a report says it: what keeps it from
+    C++ named, where it is known (atexit, the signal module)."""
     if kind == "atexit":
-        import atexit
-
         return (f"kept from C++ by atexit until the interpreter exits; "
                 f"{atexit._ncallbacks() - (_atexit_at_start or 0)} functions registered since "
                 "the script started")
@@ -696,9 +698,9 @@ def holder_size(chain, kind):
     hooks, the finalizers alive, else None."""
     objects = chain.objects
     if kind == "finalize":  # the finalizers of the same function (the process has others)
-        function = objects[_finalizer_index(objects)].func
-        return sum(info.func is function for info in list(objects[_finalizer_index(objects) - 1]
-                                                         .values()))
+        index = _finalizer_index(objects)
+        registry, function = objects[index - 1], objects[index].func
+        return sum(info.func is function for info in list(registry.values()))
     if kind == "cache":
         return objects[_cache_index(objects)].cache_info().currsize
     if kind == "hook":
@@ -717,8 +719,6 @@ def _cache_index(objects):
 def _finalizer_index(objects):
     """The index of the ``weakref.finalize`` record (its ``_Info``: the
     function and arguments it will call) that the chain goes through, else None."""
-    import weakref
-
     return next((index for index, item in enumerate(objects)
                  if type(item) is getattr(weakref.finalize, "_Info", None)), None)
 
@@ -732,16 +732,12 @@ _atexit_at_start = None
 def count_atexit_registrations():
     """Note how many functions atexit holds now, at the start of a watch."""
     global _atexit_at_start
-    import atexit
-
     _atexit_at_start = atexit._ncallbacks()
 
 
 def signal_of_handler(item):
     """The name of the signal whose handler ``item`` is (``"SIGUSR1"``), else
     None: the interpreter keeps its handlers in C, where no referrer shows."""
-    import signal
-
     if not callable(item):
         return None
     for number in sorted(signal.valid_signals()):
@@ -756,8 +752,6 @@ def signal_of_handler(item):
 def atexit_registrations_grew():
     """Whether the watched script registered functions with atexit (more
     than one: one registered once is no growth)."""
-    import atexit
-
     return _atexit_at_start is not None and atexit._ncallbacks() - _atexit_at_start > 1
 
 
