@@ -509,3 +509,23 @@ def test_consecutive_beyond_what_the_steps_compare_is_taken_down_with_a_note(
     assert notes == ([] if note is None else notes[:1]) and len(notes) <= 1, err
     if note is not None:
         assert note in notes[0], err
+
+
+def test_every_holder_kind_has_a_fix_of_its_own():
+    """Each kind that ``holder_kind`` can name has its entry in the one FIXES
+    table: a new kind (finalize, atexit and signal were named, then given the
+    generic container or C++ text) cannot fall back on another kind's fix."""
+    import ast
+    import inspect
+
+    from dezero_mini.cli.leaks_torch import FIXES
+    from dezero_mini.memory import torch_holders
+
+    tree = ast.parse(inspect.getsource(torch_holders.holder_kind))
+    kinds = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Return) and node.value is not None:
+            kinds.update(constant.value for constant in ast.walk(node.value)
+                         if isinstance(constant, ast.Constant) and isinstance(constant.value, str))
+    assert {"finalize", "atexit", "signal", "hook", "cpp"} <= kinds  # (the walk finds them)
+    assert kinds - set(FIXES) == set()
