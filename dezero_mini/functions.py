@@ -867,6 +867,10 @@ class SoftmaxCrossEntropy(Function):
 
     def forward(self, x, t):
         _check_labels("SoftmaxCrossEntropy", x, t, in_function=True)
+        # Integer and bool scores in float64, their gradient's dtype: in their
+        # own dtype the loss was truncated (0.29 of int8 scores was 0), and in
+        # np.exp's (float16 for 8-bit integers) the gradient lost digits.
+        x = _in_gradient_dtype(x)
         self.x, self.t = x, t
         n = x.shape[0]
         log_z = arrays.logsumexp(x, axis=1)  # (N, 1)
@@ -874,7 +878,7 @@ class SoftmaxCrossEntropy(Function):
         return np.array(-picked.sum() * arrays.inverse_count(n), dtype=x.dtype)
 
     def backward(self, gy):
-        x = self.x
+        x = _in_gradient_dtype(self.x)  # (with create_graph, the input Variable itself: see forward)
         n = x.shape[0]
         one_hot = np.zeros(x.shape, dtype=x.dtype)
         one_hot[np.arange(n), self.t.ravel()] = 1
