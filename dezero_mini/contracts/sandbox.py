@@ -547,7 +547,7 @@ SANDBOX_START_TIMEOUT = 30.0
 
 
 def _start_sandboxed(worker_argv, limits, pass_fds, readable):
-    from dezero_mini.contracts.bubblewrap import SANDBOX_HOME, sandbox_command
+    from dezero_mini.contracts.bubblewrap import SANDBOX_HOME, namespace_filter_fd, sandbox_command
     from dezero_mini.contracts.cgroup import CpuCgroup, MemoryCgroup
 
     as_root = os.geteuid() == 0
@@ -558,9 +558,11 @@ def _start_sandboxed(worker_argv, limits, pass_fds, readable):
     cgroup = MemoryCgroup.create(limits.memory_mib * MIB, name, processors=limits.processors)
     cpu_cgroup = CpuCgroup.create(limits.processors, name)
     info_read, info_write = os.pipe()
-    command = sandbox_command(worker_argv, readable=[package_folder(), *readable],
-                              info_fd=info_write, as_root=as_root,
+    seccomp_fd = namespace_filter_fd()
+    command = sandbox_command(worker_argv, readable=sandbox_readable(readable),
+                              info_fd=info_write, as_root=as_root, seccomp_fd=seccomp_fd,
                               tmp_bytes=None if cgroup else limits.file_size_mib * MIB * 4)
+    sent = (info_write,) if seccomp_fd is None else (info_write, seccomp_fd)
 
     def contain():  # in the child, between fork and exec
         for each in (cgroup, cpu_cgroup):
@@ -572,7 +574,7 @@ def _start_sandboxed(worker_argv, limits, pass_fds, readable):
         process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             cwd="/", env=worker_environment(SANDBOX_HOME), start_new_session=True,
-            pass_fds=(*pass_fds, info_write), preexec_fn=contain)
+            pass_fds=(*pass_fds, *sent), preexec_fn=contain)
     except BaseException:
         os.close(info_read)
         for each in (cgroup, cpu_cgroup):
@@ -580,7 +582,8 @@ def _start_sandboxed(worker_argv, limits, pass_fds, readable):
                 each.remove()
         raise
     finally:
-        os.close(info_write)
+        for fd in sent:
+            os.close(fd)
     # Without a pid (bwrap failed before it made the namespace; what it said
     # is the output), the tree's root is bwrap itself.
     return Worker(process, _namespace_init_pid(info_read) or process.pid, sandboxed=True,
@@ -611,6 +614,12 @@ def _namespace_init_pid(info_read):
     finally:
         os.close(info_read)
     return None
+
+
+def sandbox_readable(readable):
+    """What a sandboxed worker sees beyond the system and Python: the
+    package's folder and ``readable`` (``bubblewrap.sandbox_command``)."""
+    return [package_folder(), *readable]
 
 
 def package_folder():
