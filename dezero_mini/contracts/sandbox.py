@@ -616,6 +616,60 @@ def _namespace_init_pid(info_read):
     return None
 
 
+#: Run in the sandbox by ``writable_in_sandbox``: for each path of its
+#: arguments, the place that stands for it there (the path, else its nearest
+#: folder that exists there), that place's device and inode, and whether its
+#: mount is read-only (a place that cannot be read is as good as read-only).
+_WRITABLE_PROBE = """
+import json, os, sys
+found = []
+for path in sys.argv[1:]:
+    place = path
+    while not os.path.lexists(place) and place != os.path.dirname(place):
+        place = os.path.dirname(place)
+    try:
+        info, mount = os.stat(place), os.statvfs(place)
+        found.append([path, place, info.st_dev, info.st_ino, bool(mount.f_flag & os.ST_RDONLY)])
+    except OSError:
+        found.append([path, place, None, None, True])
+print(json.dumps(found))
+"""
+
+
+def writable_in_sandbox(paths, readable):
+    """Those of ``paths`` (files of the machine) that a worker in bubblewrap's
+    sandbox that sees ``readable`` (``start_worker``) could write or create:
+    the ones whose place in the sandbox (the path, else its nearest folder
+    that exists there) is the machine's own file (the same device and inode)
+    on a mount that is not read-only. A path the sandbox does not show leads
+    to its private ``/tmp`` or its root, never to the machine. ``[]`` when
+    it can write none of them; None when the sandbox could not say (it did
+    not run: then nobody knows).
+
+    Asked of a sandbox built as the worker's was, after the check: only when
+    the installation changed, so a check costs nothing more otherwise."""
+    from dezero_mini.contracts.bubblewrap import run_sandboxed
+
+    paths = [str(path) for path in paths]
+    try:
+        done = run_sandboxed([sys.executable, "-I", "-S", "-c", _WRITABLE_PROBE, *paths],
+                             readable=sandbox_readable(readable))
+        found = json.loads(done.stdout) if done.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    if not isinstance(found, list) or [row[0] for row in found] != paths:
+        return None
+    writable = []
+    for path, place, device, inode, read_only in found:
+        try:
+            here = os.stat(place)
+        except OSError:
+            continue  # (no such place on the machine: the sandbox's own)
+        if not read_only and (here.st_dev, here.st_ino) == (device, inode):
+            writable.append(path)
+    return writable
+
+
 def sandbox_readable(readable):
     """What a sandboxed worker sees beyond the system and Python: the
     package's folder and ``readable`` (``bubblewrap.sandbox_command``)."""
