@@ -54,12 +54,17 @@ def another_process(action, target):
     program = {
         "appends to": "open(sys.argv[1], 'a').write('# upgraded\\n')",
         "removes": "os.remove(sys.argv[1])",
-        # a new file with the same bytes (a new inode, new times): what pip
-        # does when it installs the same course again
-        "writes the same bytes of": ("data = open(sys.argv[1], 'rb').read(); "
-                                     "os.remove(sys.argv[1]); open(sys.argv[1], 'wb').write(data)"),
+        # what pip does when it installs the same course again: a new file
+        # with the same bytes (a new inode, times 5 s later), and its
+        # bytecode compiled anew (the same code, a header with the new time)
+        "reinstalls the same": (
+            "info = os.stat(sys.argv[1]); data = open(sys.argv[1], 'rb').read(); "
+            "os.remove(sys.argv[1]); open(sys.argv[1], 'wb').write(data); "
+            "os.utime(sys.argv[1], (info.st_atime + 5, info.st_mtime + 5)); "
+            "sys.argv[1].endswith('.py') and py_compile.compile(sys.argv[1], doraise=True)"),
     }[action]
-    subprocess.run([sys.executable, "-c", f"import os, sys; {program}", str(target)], check=True)
+    subprocess.run([sys.executable, "-c", f"import os, py_compile, sys; {program}", str(target)],
+                   check=True)
 
 
 WRITE_INTO_THE_INSTALLATION = """
@@ -102,11 +107,14 @@ CASES = [
          "error", EITHER),
     Case("unsandboxed_another_process_changes_a_pth_file", False, ("appends to", "pth"), None,
          "error", EITHER),
-    # A file written again as it was runs the same: nothing changed.
-    Case("sandboxed_another_process_writes_the_same_bytes", True,
-         ("writes the same bytes of", "pth"), None, "passed", None),
-    Case("unsandboxed_another_process_writes_the_same_bytes", False,
-         ("writes the same bytes of", "step"), None, "passed", None),
+    # A file written again as it was runs the same, and so does its bytecode
+    # compiled again (the same code, a new time in its header): nothing changed.
+    Case("sandboxed_another_process_reinstalls_the_same_pth", True,
+         ("reinstalls the same", "pth"), None, "passed", None),
+    Case("unsandboxed_another_process_reinstalls_the_same_step_file", False,
+         ("reinstalls the same", "step"), None, "passed", None),
+    Case("sandboxed_another_process_reinstalls_the_same_step_file", True,
+         ("reinstalls the same", "step"), None, "passed", None),
     # The file itself writes into the installation.
     Case("unsandboxed_the_file_writes_a_step_file", False, None, "step", "error", EITHER),
     Case("unsandboxed_the_file_writes_a_pth_file", False, None, "pth", "error", EITHER),
