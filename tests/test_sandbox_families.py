@@ -121,6 +121,71 @@ for _target in TARGETS:
         print("cannot write:", error)
 """
 
+# The sandbox's user has no capability; in a user namespace of its own it
+# would have them all (then mount, chroot...). WAY: how it tries to get one:
+# "unshare" or "clone" a user namespace, "mount" or "chroot" in one, "setns"
+# into one that its child made. Each says "regained capabilities" when it worked.
+REGAIN_CAPABILITIES = """
+import ctypes, os, platform, time
+
+_libc = ctypes.CDLL(None, use_errno=True)
+_NEWUSER, _NEWNS, _SIGCHLD = 0x10000000, 0x00020000, 17
+_CLONE = {"x86_64": 56, "aarch64": 220}.get(platform.machine(), -1)
+
+
+def _capabilities():
+    with open("/proc/self/status") as _status:
+        return next(int(line.split()[1], 16) for line in _status if line.startswith("CapEff:"))
+
+
+def _say(way, done):  # (the words are joined here: a traceback would quote them)
+    print(way, "re" + "gained capabilities" if done else "refused", flush=True)
+
+
+def _attempt(way):
+    if way == "unshare":
+        _say(way, _libc.unshare(_NEWUSER) == 0 and _capabilities() != 0)
+    elif way == "clone":
+        pid = _libc.syscall(_CLONE, _NEWUSER | _SIGCHLD, 0, 0, 0, 0)
+        if pid == 0:
+            _say(way, _capabilities() != 0)
+            os._exit(0)
+        if pid < 0:
+            _say(way, False)
+        else:
+            os.waitpid(pid, 0)
+    elif way == "mount":
+        _say(way, _libc.unshare(_NEWUSER | _NEWNS) == 0
+             and _libc.mount(b"none", b"/tmp", b"tmpfs", 0, None) == 0)
+    elif way == "chroot":
+        _say(way, _libc.unshare(_NEWUSER) == 0 and _libc.chroot(b"/tmp") == 0)
+    elif way == "setns":  # a child makes the namespace; this process joins it
+        ready_read, ready_write = os.pipe()
+        child = os.fork()
+        if child == 0:
+            os.write(ready_write, b"y" if _libc.unshare(_NEWUSER) == 0 else b"n")
+            time.sleep(5)
+            os._exit(0)
+        os.read(ready_read, 1)
+        try:
+            fd = os.open(f"/proc/{child}/ns/user", os.O_RDONLY)
+            _say(way, _libc.setns(fd, _NEWUSER) == 0 and _capabilities() != 0)
+        except OSError as error:
+            print(way, "refused:", error, flush=True)
+        os.kill(child, 9)
+        os.waitpid(child, 0)
+
+
+_child = os.fork()  # (a process of one thread: the kernel's condition for a user namespace)
+if _child == 0:
+    try:
+        _attempt(WAY)
+    finally:
+        os._exit(0)
+os.waitpid(_child, 0)
+"""
+REGAIN_WAYS = ("unshare", "clone", "mount", "chroot", "setns")
+
 
 @dataclass
 class Family:
@@ -149,6 +214,10 @@ def _installation_written(outcome, context):
     return any(Path(target).exists() for target in context["targets"])
 
 
+def _capabilities_regained(outcome, context):
+    return outcome is not None and "regained capabilities" in outcome[1]
+
+
 FAMILIES = [
     Family("forges_a_report_and_kills_its_check", FORGE_AND_KILL_THE_PARENT, _forged),
     Family("reads_the_checks_environment", READ_THE_PARENTS_ENVIRONMENT, _token_read),
@@ -156,6 +225,8 @@ FAMILIES = [
     Family("reaches_a_unix_socket_of_the_grader", REACH_A_UNIX_SOCKET, _socket_reached),
     Family("writes_bytecode_into_the_installation", WRITE_INTO_THE_INSTALLATION,
            _installation_written),
+    *(Family(f"regains_capabilities_by_{way}", REGAIN_CAPABILITIES.replace("WAY", repr(way)),
+             _capabilities_regained) for way in REGAIN_WAYS),
 ]
 
 
@@ -626,12 +697,25 @@ def test_the_sandbox_shows_the_learners_file_and_the_earlier_stages_only(tmp_pat
         assert str(learner) in binds and str(learner.parent) not in binds
         assert not any("step04" in bind or bind == str(STEPS) for bind in binds)
         assert "--die-with-parent" in command and command[-1] == "python"
+        with_filter = bubblewrap.sandbox_command(["python"], readable=[], as_root=as_root,
+                                                 seccomp_fd=9)
+        assert with_filter[with_filter.index("--seccomp") + 1] == "9" and "--seccomp" not in command
         if as_root:  # a uid of its own, no capability, before Python starts
             reuid = next(word for word in command if word.startswith("--reuid="))
             assert int(reuid.split("=")[1]) >= bubblewrap.THROWAWAY_UID_BASE
             assert "--bounding-set=-all" in command
         else:
             assert "--unshare-user" in command and "--unshare-pid" in command
+
+
+def test_the_namespace_filter_is_a_program_of_the_machines_calls():
+    """Its instructions are whole (8 bytes each: bwrap refuses anything
+    else), and a machine without a table gets none rather than a wrong one."""
+    for machine in ("x86_64", "aarch64"):
+        program = bubblewrap.namespace_filter(machine)
+        assert len(program) % 8 == 0 and len(program) // 8 == 14
+    assert bubblewrap.namespace_filter("sparc64") is None
+    assert bubblewrap.namespace_filter("x86_64") != bubblewrap.namespace_filter("aarch64")
 
 
 # --- The stack dump: a pipe, not a file the submission could replace --------------------------

@@ -20,6 +20,11 @@
   ``throwaway_uid()`` (``setpriv``) before Python starts; as an ordinary
   user, its own uid maps into the user namespace, where it owns nothing of
   the machine's;
+* unable to make a user namespace (``namespace_filter``, a seccomp filter
+  that bwrap loads before the command starts; and ``--disable-userns`` where
+  bwrap makes one itself): in a namespace of its own the throwaway user
+  would have every capability again, and could mount, chroot or join
+  another's namespace with them;
 * killed whole: bwrap's init is the PID namespace's pid 1 (the worker is its
   pid 2), and its death, or bwrap's (``--die-with-parent``), ends every
   process in the namespace.
@@ -30,7 +35,9 @@ kernel that refuses namespaces), or None.
 import functools
 import itertools
 import os
+import platform
 import shutil
+import struct
 import subprocess
 import sys
 from pathlib import Path
@@ -119,7 +126,78 @@ def _within(path, folders):
     return any(path == folder or path.startswith(folder.rstrip("/") + "/") for folder in folders)
 
 
-def sandbox_command(argv, *, readable, uid=None, info_fd=None, tmp_bytes=None, as_root=None):
+# --- No user namespace inside: a seccomp filter -------------------------------------------
+#: Per machine (``platform.machine()``): the kernel's audit number of its
+#: system-call convention, and the numbers of ``clone``, ``unshare`` and
+#: ``clone3``. Another machine gets no filter (``namespace_filter``).
+_SYSCALLS = {"x86_64": (0xC000003E, 56, 272, 435), "aarch64": (0xC00000B7, 220, 97, 435)}
+_CLONE_NEWUSER = 0x10000000
+_EPERM, _ENOSYS = 1, 38
+_X32_SYSCALL_BIT = 0x40000000  # x86-64's x32 calls: another numbering, refused whole
+# Classic BPF (linux/filter.h, linux/seccomp.h): the opcodes and returns used.
+_LOAD_WORD, _JUMP_EQUAL, _JUMP_AT_LEAST, _JUMP_ANY_BIT, _RETURN = 0x20, 0x15, 0x35, 0x45, 0x06
+_ALLOW, _ERRNO = 0x7FFF0000, 0x00050000
+# struct seccomp_data: the call's number, its convention, then its arguments.
+_NUMBER, _CONVENTION, _FIRST_ARGUMENT = 0, 4, 16
+
+
+def namespace_filter(machine=None):
+    """A seccomp program (``struct sock_filter``s, the bytes that bwrap's
+    ``--seccomp`` reads) that refuses to make a user namespace: ``unshare``
+    and ``clone`` with ``CLONE_NEWUSER`` fail with EPERM; ``clone3``, whose
+    flags are in memory that a filter cannot read, with ENOSYS (the C
+    library then makes its threads and processes with ``clone``); and a
+    call in another convention than the machine's (32-bit, x32) with
+    ENOSYS. None on a machine without a table (``_SYSCALLS``).
+
+    A user namespace is the one way left to the sandbox's user to get
+    capabilities: it has none, no set-uid program gives it any (bwrap sets
+    no_new_privs), and it sees no namespace of another process to join; in
+    a namespace of its own it has them all (measured as root with bwrap 0.8:
+    ``unshare -U -r`` then mount and chroot worked)."""
+    table = _SYSCALLS.get(machine or platform.machine())
+    if table is None:
+        return None
+    convention, clone, unshare, clone3 = table
+    allow, refuse = (_RETURN, 0, 0, _ALLOW), (_RETURN, 0, 0, _ERRNO | _EPERM)
+    missing = (_RETURN, 0, 0, _ERRNO | _ENOSYS)
+    # (A jump skips so many instructions after its own: jt if the test holds, jf if not.)
+    program = [
+        (_LOAD_WORD, 0, 0, _CONVENTION),           # 0
+        (_JUMP_EQUAL, 1, 0, convention),           # 1: the machine's -> 3
+        missing,                                   # 2
+        (_LOAD_WORD, 0, 0, _NUMBER),               # 3
+        (_JUMP_AT_LEAST, 7, 0, _X32_SYSCALL_BIT),  # 4: -> 12
+        (_JUMP_EQUAL, 6, 0, clone3),               # 5: -> 12
+        (_JUMP_EQUAL, 2, 0, unshare),              # 6: -> 9
+        (_JUMP_EQUAL, 1, 0, clone),                # 7: -> 9
+        allow,                                     # 8
+        (_LOAD_WORD, 0, 0, _FIRST_ARGUMENT),       # 9: the flags (their low 32 bits)
+        (_JUMP_ANY_BIT, 2, 0, _CLONE_NEWUSER),     # 10: -> 13
+        allow,                                     # 11
+        missing,                                   # 12
+        refuse,                                    # 13
+    ]
+    return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
+
+
+def namespace_filter_fd():
+    """A descriptor to read ``namespace_filter()`` from (the read end of a
+    pipe that holds it whole), for ``sandbox_command(seccomp_fd=...)``, or
+    None where there is no filter. The caller passes it on and closes it."""
+    program = namespace_filter()
+    if program is None:
+        return None
+    read_end, write_end = os.pipe()
+    try:
+        os.write(write_end, program)  # (some hundred bytes: a pipe holds 64 KiB)
+    finally:
+        os.close(write_end)
+    return read_end
+
+
+def sandbox_command(argv, *, readable, uid=None, info_fd=None, tmp_bytes=None, as_root=None,
+                    seccomp_fd=None):
     """``bwrap ... argv``: ``argv`` run in the sandbox the module's docstring
     describes. ``readable``: the files and folders bound read-only at their
     own paths (beyond the system's and Python's: the package, the step files,
@@ -128,6 +206,8 @@ def sandbox_command(argv, *, readable, uid=None, info_fd=None, tmp_bytes=None, a
     a descriptor on which bwrap writes the pid of the namespace's init
     (``child-pid``).
     ``tmp_bytes``: the size of the private ``/tmp`` (memory, where no cgroup counts it).
+    ``seccomp_fd``: a descriptor from ``namespace_filter_fd()`` (without it
+    the file could make a user namespace, and have every capability in it).
     The command needs the descriptors that it names passed on (``pass_fds``)."""
     as_root = os.geteuid() == 0 if as_root is None else as_root
     command = [bwrap_path() or "bwrap", "--die-with-parent", "--new-session"]
@@ -166,6 +246,8 @@ def sandbox_command(argv, *, readable, uid=None, info_fd=None, tmp_bytes=None, a
     command += ["--chdir", SANDBOX_HOME]
     if info_fd is not None:
         command += ["--info-fd", str(info_fd)]
+    if seccomp_fd is not None:
+        command += ["--seccomp", str(seccomp_fd)]
     if as_root:
         uid = throwaway_uid() if uid is None else uid
         command += ["--", setpriv_path() or "setpriv", f"--reuid={uid}", f"--regid={uid}",
@@ -187,8 +269,7 @@ def sandbox_problem():
         return "setpriv (util-linux), which drops root's rights in the sandbox, is not installed"
     true = shutil.which("true") or "/bin/true"
     try:
-        done = subprocess.run(sandbox_command([true], readable=[]), stdin=subprocess.DEVNULL,
-                              capture_output=True, timeout=30)
+        done = run_sandboxed([true], readable=[])
     except (OSError, subprocess.TimeoutExpired) as error:
         return f"bwrap could not be started ({error})"
     if done.returncode != 0:
@@ -196,3 +277,18 @@ def sandbox_problem():
         said = said or f"exit code {done.returncode}"
         return f"the kernel refuses bwrap's namespaces here ({said})"
     return None
+
+
+def run_sandboxed(argv, *, readable, timeout=30):
+    """Run ``argv`` to its end in the sandbox (``sandbox_command``, with its
+    ``namespace_filter``), its input empty; return the ``CompletedProcess``
+    (its output and errors as bytes). Raises OSError or
+    ``subprocess.TimeoutExpired`` as ``subprocess.run`` does."""
+    seccomp_fd = namespace_filter_fd()
+    try:
+        return subprocess.run(sandbox_command(argv, readable=readable, seccomp_fd=seccomp_fd),
+                              stdin=subprocess.DEVNULL, capture_output=True, timeout=timeout,
+                              pass_fds=() if seccomp_fd is None else (seccomp_fd,))
+    finally:
+        if seccomp_fd is not None:
+            os.close(seccomp_fd)

@@ -33,8 +33,10 @@ And so that a file cannot make the report say what it did not measure:
 * a flat-memory pass is held against the resident memory of the worker's
   whole process tree, which the parent reads from /proc (its rise from the
   lowest point, and its peak against the stage's budget); the bytes of the
-  installation's files are compared before and after the check (in the
-  sandbox they are read-only).
+  installation's files are compared before and after the check: a change
+  is never counted, and it is laid at another process's door when the file
+  ran in the sandbox, where the installation is read-only
+  (``changed_by_another_process``).
 """
 import hashlib
 import json
@@ -56,7 +58,8 @@ from dezero_mini.contracts.figures import FigureStream, Forged
 from dezero_mini.contracts.provenance import MAX_SUBMISSION_BYTES, reference_of, too_large
 from dezero_mini.contracts.scoring import Weights, select_contracts
 from dezero_mini.contracts import bubblewrap
-from dezero_mini.contracts.sandbox import MIB, Limits, describe_limit, end_worker, start_worker
+from dezero_mini.contracts.sandbox import (MIB, Limits, describe_limit, end_worker, start_worker,
+                                           writable_in_sandbox)
 from dezero_mini.memory.stages import steps_dir
 
 #: Seconds that loading the file, and then each contract, may take.
@@ -183,9 +186,11 @@ class CheckReport:
         ran = {result.name: result for result in self.results}
         if self.status == "error":
             reason = ("the file could not be loaded" if not ran else "not counted")
+            measured = (self.message if str(self.message).startswith(NOT_COUNTED)
+                        else f"{reason}: {self.message}")
             self.results = [_result(
                 contract, passed=False, expected=contract.summary,
-                measured=f"{reason}: {self.message}", seconds=0, error="not_loaded")
+                measured=measured, seconds=0, error="not_loaded")
                 for contract in contracts]
         else:
             self.results = [ran[contract.name] for contract in contracts]
@@ -205,6 +210,11 @@ class CheckReport:
 
     def to_json(self):
         return json.dumps(self.as_dict(), indent=2)
+
+
+#: How a report that the checker could not trust from outside the file
+#: begins (its contracts' lines say only this).
+NOT_COUNTED = "not counted: "
 
 
 class CheckStopped(Exception):
@@ -261,7 +271,7 @@ class _Child:
 
     RSS_EVERY = 0.05  # seconds between two readings of the worker's memory
 
-    def __init__(self, path, number, batches, names, output, limits, sandboxed=False):
+    def __init__(self, path, number, batches, names, output, limits, sandboxed, readable):
         self.path, self.output, self.limits, self.batches = path, output, limits, batches
         read_end, write_end = os.pipe()
         self.stack_read, stack_write = os.pipe()  # faulthandler's dump: never a file
@@ -271,7 +281,7 @@ class _Child:
                 "dezero_mini.contracts.worker",
                 [str(path), str(number), str(batches), str(write_end), str(stack_write), *names],
                 limits=limits, pass_fds=(write_end, stack_write), sandboxed=sandboxed,
-                readable=[str(path), *bubblewrap.visible_step_files(number, steps_dir())])
+                readable=readable)
         except BaseException:
             os.close(read_end)
             os.close(self.stack_read)
@@ -512,9 +522,12 @@ _digests = {}
 
 
 def installation_state():
-    """Size, times and the sha256 of the bytes of each file of the course's
-    installation (its sources and their bytecode): a submission must not
-    change them."""
+    """``{path: sha256 of its bytes}`` of each file of the course's
+    installation that a later check would run (``_installation_sources``,
+    and their bytecode: ``_bytecode_of``). The bytes, not the times nor the
+    inode: what runs is the bytes, and a file written again as it was (pip
+    reinstalling the same course, another check writing the same bytecode,
+    an editable install rewriting its ``.pth``) changes nothing."""
     sources = _installation_sources()
     state = {}
     for file in [*sources, *_bytecode_of(sources)]:
@@ -522,16 +535,61 @@ def installation_state():
             info = file.stat()
             key = (str(file), info.st_size, info.st_mtime_ns, info.st_ctime_ns, info.st_ino)
             if key not in _digests:
-                _digests[key] = hashlib.sha256(file.read_bytes()).hexdigest()
+                _digests[key] = _digest(file.read_bytes(), bytecode=file.suffix == ".pyc")
         except OSError:
             continue
-        state[str(file)] = key[1:] + (_digests[key],)
+        state[str(file)] = _digests[key]
     return state
 
 
+def _digest(data, bytecode=False):
+    """The sha256 of a file's bytes; of a bytecode file validated by its
+    source's time and size (flags 0 in its header), the bytes without those
+    two fields: a ``.pyc`` written again for a source written again as it
+    was (pip reinstalling the course compiles its finder anew) runs the same
+    code, while one whose code differs is a change. (Such a ``.pyc`` runs
+    only while the fields match its source: else Python compiles the source,
+    whose bytes are looked at too; every one was written fresh before the
+    first look, ``_bytecode_of``.)"""
+    if bytecode and len(data) >= 16 and data[4:8] == bytes(4):
+        data = data[:8] + data[16:]
+    return hashlib.sha256(data).hexdigest()
+
+
 def changed_files(before, after):
-    """The files whose state differs between two ``installation_state``s, sorted."""
+    """The files whose state differs between two ``installation_state``s
+    (changed, made or removed), sorted."""
     return sorted(name for name in before.keys() | after.keys() if before.get(name) != after.get(name))
+
+
+def changed_by_another_process(changed, sandboxed, readable=()):
+    """Whether the installation's files ``changed`` while the learner's code
+    ran were surely changed by another process than the file's: it ran in
+    bubblewrap's sandbox (``sandboxed``; it saw ``readable``) and could write
+    none of them there (``sandbox.writable_in_sandbox``: read-only, or out of
+    its sight). False without the sandbox, or where the sandbox could not
+    say: then nobody can tell. Either way the result is not counted: it was
+    measured against a course that changed under it."""
+    return sandboxed and writable_in_sandbox(changed, readable) == []
+
+
+def files_named(changed):
+    """The first three of the files ``changed``, and how many more."""
+    more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
+    return ", ".join(changed[:3]) + more
+
+
+def installation_changed_message(changed, by_another_process):
+    """The report's message when the installation's files ``changed``
+    during a check (``changed_by_another_process``: whether surely by
+    another process than the file's)."""
+    if by_another_process:
+        return (f"{NOT_COUNTED}the course's installation changed while checking (another "
+                f"process reinstalled it?): {files_named(changed)}; the file could not have "
+                "changed it (read-only in its sandbox); check again once it is stable")
+    return (f"{NOT_COUNTED}the installation changed during the check (by the file or by another "
+            f"process): {files_named(changed)}; reinstall the course if the file may have "
+            "changed it, and check again once it is stable")
 
 
 def _refuse_before_running(report, path):
@@ -640,13 +698,14 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
             "risk grades without it with --sandbox auto)")
         return report
     report.sandboxed = sandbox != "off" and problem is None
+    readable = [str(path), *bubblewrap.visible_step_files(number, steps_dir())]
     contracts = {contract.name: contract for contract in selected}
     left = list(contracts)
     output = _Output(OUTPUT_LIMIT)
     installation = installation_state()
     while left and report.status != "error":
         on_step("loading the file")
-        child = _Child(path, number, batches, left, output, limits, report.sandboxed)
+        child = _Child(path, number, batches, left, output, limits, report.sandboxed, readable)
         timed_out, current, began, location = None, None, time.monotonic(), None
         try:
             while True:
@@ -744,10 +803,10 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
                              "ran out", seconds=0.0, error="timeout"))
             left.clear()
     changed = changed_files(installation, installation_state())
-    if changed:
-        report.status, report.message = "error", (
-            f"tampering detected: the check changed the grading installation: "
-            f"{', '.join(changed[:3])}")
+    if changed:  # (whatever the check said: it measured a course that changed under it)
+        said = f"; the check said before: {report.message}" if report.status == "error" else ""
+        report.status, report.message = "error", installation_changed_message(
+            changed, changed_by_another_process(changed, report.sandboxed, readable)) + said
     if report.status != "error" and not all(result.passed for result in report.results):
         report.status = "failed"
     report.output, report.output_truncated = output.text, bool(output.dropped)

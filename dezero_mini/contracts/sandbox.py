@@ -547,7 +547,7 @@ SANDBOX_START_TIMEOUT = 30.0
 
 
 def _start_sandboxed(worker_argv, limits, pass_fds, readable):
-    from dezero_mini.contracts.bubblewrap import SANDBOX_HOME, sandbox_command
+    from dezero_mini.contracts.bubblewrap import SANDBOX_HOME, namespace_filter_fd, sandbox_command
     from dezero_mini.contracts.cgroup import CpuCgroup, MemoryCgroup
 
     as_root = os.geteuid() == 0
@@ -558,9 +558,11 @@ def _start_sandboxed(worker_argv, limits, pass_fds, readable):
     cgroup = MemoryCgroup.create(limits.memory_mib * MIB, name, processors=limits.processors)
     cpu_cgroup = CpuCgroup.create(limits.processors, name)
     info_read, info_write = os.pipe()
-    command = sandbox_command(worker_argv, readable=[package_folder(), *readable],
-                              info_fd=info_write, as_root=as_root,
+    seccomp_fd = namespace_filter_fd()
+    command = sandbox_command(worker_argv, readable=sandbox_readable(readable),
+                              info_fd=info_write, as_root=as_root, seccomp_fd=seccomp_fd,
                               tmp_bytes=None if cgroup else limits.file_size_mib * MIB * 4)
+    sent = (info_write,) if seccomp_fd is None else (info_write, seccomp_fd)
 
     def contain():  # in the child, between fork and exec
         for each in (cgroup, cpu_cgroup):
@@ -572,7 +574,7 @@ def _start_sandboxed(worker_argv, limits, pass_fds, readable):
         process = subprocess.Popen(
             command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
             cwd="/", env=worker_environment(SANDBOX_HOME), start_new_session=True,
-            pass_fds=(*pass_fds, info_write), preexec_fn=contain)
+            pass_fds=(*pass_fds, *sent), preexec_fn=contain)
     except BaseException:
         os.close(info_read)
         for each in (cgroup, cpu_cgroup):
@@ -580,7 +582,8 @@ def _start_sandboxed(worker_argv, limits, pass_fds, readable):
                 each.remove()
         raise
     finally:
-        os.close(info_write)
+        for fd in sent:
+            os.close(fd)
     # Without a pid (bwrap failed before it made the namespace; what it said
     # is the output), the tree's root is bwrap itself.
     return Worker(process, _namespace_init_pid(info_read) or process.pid, sandboxed=True,
@@ -611,6 +614,66 @@ def _namespace_init_pid(info_read):
     finally:
         os.close(info_read)
     return None
+
+
+#: Run in the sandbox by ``writable_in_sandbox``: for each path of its
+#: arguments, the place that stands for it there (the path, else its nearest
+#: folder that exists there), that place's device and inode, and whether its
+#: mount is read-only (a place that cannot be read is as good as read-only).
+_WRITABLE_PROBE = """
+import json, os, sys
+found = []
+for path in sys.argv[1:]:
+    place = path
+    while not os.path.lexists(place) and place != os.path.dirname(place):
+        place = os.path.dirname(place)
+    try:
+        info, mount = os.stat(place), os.statvfs(place)
+        found.append([path, place, info.st_dev, info.st_ino, bool(mount.f_flag & os.ST_RDONLY)])
+    except OSError:
+        found.append([path, place, None, None, True])
+print(json.dumps(found))
+"""
+
+
+def writable_in_sandbox(paths, readable):
+    """Those of ``paths`` (files of the machine) that a worker in bubblewrap's
+    sandbox that sees ``readable`` (``start_worker``) could write or create:
+    the ones whose place in the sandbox (the path, else its nearest folder
+    that exists there) is the machine's own file (the same device and inode)
+    on a mount that is not read-only. A path the sandbox does not show leads
+    to its private ``/tmp`` or its root, never to the machine. ``[]`` when
+    it can write none of them; None when the sandbox could not say (it did
+    not run: then nobody knows).
+
+    Asked of a sandbox built as the worker's was, after the check: only when
+    the installation changed, so a check costs nothing more otherwise."""
+    from dezero_mini.contracts.bubblewrap import run_sandboxed
+
+    paths = [str(path) for path in paths]
+    try:
+        done = run_sandboxed([sys.executable, "-I", "-S", "-c", _WRITABLE_PROBE, *paths],
+                             readable=sandbox_readable(readable))
+        found = json.loads(done.stdout) if done.returncode == 0 else None
+    except (OSError, subprocess.TimeoutExpired, ValueError):
+        return None
+    if not isinstance(found, list) or [row[0] for row in found] != paths:
+        return None
+    writable = []
+    for path, place, device, inode, read_only in found:
+        try:
+            here = os.stat(place)
+        except OSError:
+            continue  # (no such place on the machine: the sandbox's own)
+        if not read_only and (here.st_dev, here.st_ino) == (device, inode):
+            writable.append(path)
+    return writable
+
+
+def sandbox_readable(readable):
+    """What a sandboxed worker sees beyond the system and Python: the
+    package's folder and ``readable`` (``bubblewrap.sandbox_command``)."""
+    return [package_folder(), *readable]
 
 
 def package_folder():

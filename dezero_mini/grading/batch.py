@@ -33,8 +33,10 @@ from typing import Optional
 
 from dezero_mini.atomic import not_a_file
 from dezero_mini.contracts import get_stage
-from dezero_mini.contracts.runner import (DEFAULT_TIMEOUT, DEFAULT_TOTAL_TIMEOUT, changed_files,
-                                          installation_state)
+from dezero_mini.contracts.bubblewrap import visible_step_files
+from dezero_mini.contracts.runner import (DEFAULT_TIMEOUT, DEFAULT_TOTAL_TIMEOUT, NOT_COUNTED,
+                                          changed_by_another_process, changed_files,
+                                          files_named, installation_state)
 from dezero_mini.contracts.scoring import Weights, display_points, select_contracts
 from dezero_mini.grading.files import write_atomically
 from dezero_mini.grading.gradescope import unchecked_report
@@ -236,7 +238,7 @@ def grade_all(grading, submissions, report_line=None):
     # Each check compares the installation before and after itself; this
     # look spans the run: a change that one check made is seen by the
     # checks that follow, and their rows cannot be trusted either.
-    installation, changed = installation_state(), []
+    installation, changed, by_another_process = installation_state(), [], None
     previous = _stop_on_signals()
     executor = ThreadPoolExecutor(max_workers=grading.jobs)
     try:
@@ -249,7 +251,9 @@ def grade_all(grading, submissions, report_line=None):
                 rows[index] = _row_of(future, grading, submissions[index])
                 changed = changed or changed_files(installation, installation_state())
                 if changed:
-                    _not_counted(rows[index], changed)
+                    if by_another_process is None:  # (asked once: the first change decides)
+                        by_another_process = _changed_by_another_process(grading, changed)
+                    _not_counted(rows[index], changed, by_another_process)
                 if report_line:
                     report_line(_progress_line(rows[index], len(submissions) - len(pending),
                                                len(submissions)))
@@ -275,14 +279,39 @@ def _row_of(future, grading, submission):
         return _row(submission, report, 0.0)
 
 
-def _not_counted(row, changed):
-    """Mark ``row`` as not counted: the installation changed during the run."""
+def _changed_by_another_process(grading, changed):
+    """Whether the installation's files ``changed`` during the run were surely
+    changed by another process than a submission's: each submission ran in
+    a container, which holds a course of its own, or in bubblewrap's
+    sandbox (``--sandbox required``), where the installation is read-only
+    (``runner.changed_by_another_process``)."""
+    if grading.isolation is not None:
+        return True
+    from dezero_mini.memory.stages import steps_dir
+
+    return changed_by_another_process(changed, grading.sandbox == "required",
+                                      visible_step_files(grading.number, steps_dir()))
+
+
+def _not_counted(row, changed, by_another_process):
+    """Mark ``row`` as not counted: the installation changed during the run
+    (``_changed_by_another_process``: whether surely not by a submission)."""
     row["status"], row["points"], row["passed"] = "error", 0, 0
     for name in row.keys() - {*_ROW_FIELDS, "message"}:  # the points of each contract
         row[name] = 0
-    row["message"] = ("not counted: the grading installation changed during this run ("
-                      f"{', '.join(changed[:3])}); reinstall the course and grade again"
-                      + (f"; the check said: {row['message']}" if row["message"] else ""))
+    files = files_named(changed)
+    if by_another_process:
+        what = (f"the course's installation changed during this run (another process "
+                f"reinstalled it?): {files}; no submission could have changed it (read-only "
+                "in their sandbox, or out of their container); grade again once it is stable")
+    else:
+        what = (f"the grading installation changed during this run (by a submission or by "
+                f"another process): {files}; reinstall the course if a submission may have "
+                "changed it, and grade again")
+    said = row["message"]
+    if said.startswith(NOT_COUNTED):  # (the check saw the change too: said once)
+        said = ""
+    row["message"] = NOT_COUNTED + what + (f"; the check said: {said}" if said else "")
 
 
 def _grade_one(grading, submission, running):
