@@ -23,8 +23,9 @@ again...), so that a change of the machine's load falls on all of them
 alike, and it keeps going until the figure's time budget is spent (and for
 at least a few rounds). Every call starts from a collected heap, so that it
 pays nothing for the garbage of the one before and every call meets the
-collector in the same state. The estimate is the minimum (noise only ever
-adds time); the spread printed next to it says how sure it is.
+collector in the same state. The calls are timed in each worker's CPU
+time (``--clock wall``: the wall time). The estimate is the minimum (noise
+only ever adds time); the spread printed next to it says how sure it is.
 
 1. graphs: forward + backward of graphs of 1,000 to 100,000 ops on
    10-element arrays, in microseconds per op, for three patterns:
@@ -314,9 +315,11 @@ WORKERS = {"dezero": DezeroCases, "torch": TorchCases}
 
 
 #: What a call's time is read from: ``cpu``, the CPU time of the worker
-#: (``time.process_time``), which the other processes of a busy machine
-#: barely disturb (a single-threaded call spends its wall time on the CPU, or
-#: waiting for it), or ``wall`` (``time.perf_counter``), what a user waits.
+#: (``time.process_time``), which leaves out the time the call waits while
+#: other processes run (a single-threaded call spends its wall time on the
+#: CPU, or waiting for it; the others still slow it through the caches they
+#: share, and on a virtual machine through the host), or ``wall``
+#: (``time.perf_counter``), what a user waits.
 CLOCKS = {"cpu": time.process_time, "wall": time.perf_counter}
 
 
@@ -618,9 +621,9 @@ def parse_arguments(argv):
                              f"{BUDGET['quick'][1]} rounds instead of {BUDGET['full'][0]:g} s "
                              f"and {BUDGET['full'][1]})")
     parser.add_argument("--clock", choices=list(CLOCKS), default="cpu", help=(
-        "what the calls are timed with: cpu, each worker's CPU time, which the other "
-        "processes of a busy machine barely move (the default), or wall, the time a user "
-        "waits (the same on an idle machine)"))
+        "what the calls are timed with: cpu, each worker's CPU time, which leaves out the "
+        "time the worker waits while other processes run (the default), or wall, the "
+        "time a user waits (the same on an idle machine)"))
     parser.add_argument("--sizes", type=whole_number(*SIZE_RANGE), nargs="+", metavar="OPS",
                         help="ops per graph (default: %s)" % " ".join(map(str, DEFAULT_SIZES)))
     parser.add_argument("--patterns", nargs="+", choices=list(PATTERNS), metavar="PATTERN",
