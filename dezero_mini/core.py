@@ -71,6 +71,34 @@ class _Config(threading.local):
     # (stage 08 of the course; PaddlePaddle's unused-input check).
     check_saved = environment.check_saved_setting()
 
+    def __setattr__(self, name, value):
+        threading.local.__setattr__(self, name, value)
+        if name == "enable_backprop":
+            _note_graph_mode(value)
+
+    def __delattr__(self, name):
+        threading.local.__delattr__(self, name)
+        if name == "enable_backprop":
+            _note_graph_mode(True)  # (back to the class's default)
+
+
+# The threads (by ``threading.get_ident()``) in which ``Config.enable_backprop``
+# may be False now. The built-in Functions ask on every call whether to build
+# the graph, and reading an attribute of a ``threading.local`` costs a tenth of
+# a small op (it first finds the thread's own values): while this set is
+# empty, no thread has switched graph building off, and they need not read
+# Config at all (see _unary and _binary). Kept by _Config itself, so that every
+# way of setting the switch (no_grad, using_config, an assignment) keeps it.
+_THREADS_WITHOUT_GRAPH = set()
+
+
+def _note_graph_mode(enable_backprop):
+    """Note whether the current thread builds graphs (``enable_backprop``)."""
+    if enable_backprop:
+        _THREADS_WITHOUT_GRAPH.discard(threading.get_ident())
+    else:
+        _THREADS_WITHOUT_GRAPH.add(threading.get_ident())
+
 
 Config = _Config()
 
@@ -1109,7 +1137,8 @@ def _unary(function_class, name):
     one input (``F.sin``, ``neg``)."""
 
     def call(x):
-        if x.__class__ is not Variable or not Config.enable_backprop or Function.__call__ is not _CALL:
+        if (x.__class__ is not Variable or Function.__call__ is not _CALL
+                or _THREADS_WITHOUT_GRAPH and not Config.enable_backprop):
             return function_class()(x)
         f = function_class()
         creator = x.creator
@@ -1140,7 +1169,8 @@ def _binary(function_class, name):
     read-only 0-d array that NumPy would make of it (_number_of)."""
 
     def call(x0, x1):
-        if x0.__class__ is not Variable or not Config.enable_backprop or Function.__call__ is not _CALL:
+        if (x0.__class__ is not Variable or Function.__call__ is not _CALL
+                or _THREADS_WITHOUT_GRAPH and not Config.enable_backprop):
             return function_class()(x0, x1)
         generation, data0 = x0.generation, x0.data
         if x1.__class__ is Variable:
@@ -1471,7 +1501,7 @@ class Add(Function):
             self.x0_shape = x0.shape
         if to_x1 is not None:
             self.x1_shape = x1.shape
-        return x0 + x1
+        return np.add(x0, x1)  # (the ufunc itself: the operator adds a call of its own)
 
     def backward(self, gy):
         # A constant operand (``y + 1.0``) needs no gradient: not computing
@@ -1497,7 +1527,7 @@ class Mul(Function):
             self.x1, self.x0_shape = x1, x0.shape
         if to_x1 is not None:  # x1's gradient is gy * x0
             self.x0, self.x1_shape = x0, x1.shape
-        return x0 * x1
+        return np.multiply(x0, x1)
 
     def backward(self, gy):
         gx0 = gx1 = None  # (shapes compared here, as in Add)
@@ -1516,7 +1546,7 @@ class Neg(Function):
     __slots__ = saves = ()  # nothing: -gy needs no input
 
     def forward(self, x):
-        return -x
+        return np.negative(x)
 
     def backward(self, gy):
         return -gy
@@ -1532,7 +1562,7 @@ class Sub(Function):
             self.x0_shape = x0.shape
         if to_x1 is not None:
             self.x1_shape = x1.shape
-        return x0 - x1
+        return np.subtract(x0, x1)
 
     def backward(self, gy):
         to_x0, to_x1 = self._node0, self._node1  # (see Add)
@@ -1552,7 +1582,7 @@ class Div(Function):
             self.x0_shape = x0.shape
         if to_x1 is not None:  # -gy x0 / x1^2
             self.x0, self.x1_shape = x0, x1.shape
-        return x0 / x1
+        return np.true_divide(x0, x1)
 
     def backward(self, gy):
         to_x0, to_x1 = self._node0, self._node1

@@ -22,6 +22,9 @@ WARN_LEAKS_VARIABLE = "DEZERO_MINI_WARN_LEAKS"
 CHECK_SAVED_VARIABLE = "DEZERO_MINI_CHECK_SAVED"
 DATA_VARIABLE = "DEZERO_MINI_DATA"
 SLOW_WRITE_VARIABLE = "DEZERO_MINI_SLOW_WRITE"
+# The leak warning's most updates in a row: more than a run's updates would
+# only switch it off in a roundabout way (0 says so).
+MAX_WARN_LEAKS = 1_000_000
 
 
 class SettingError(ValueError):
@@ -38,10 +41,15 @@ def warn_leaks_setting(environ=None):
     text = _read(WARN_LEAKS_VARIABLE, environ)
     if not text:
         return 0
-    if not text.isdecimal():
+    # (ASCII digits: str.isdecimal also takes other scripts' digits; and the
+    # length first: int() of 5,000 digits is refused)
+    digits = text.lstrip("0") or "0"
+    if (not (text.isascii() and text.isdecimal()) or len(digits) > len(str(MAX_WARN_LEAKS))
+            or int(digits) > MAX_WARN_LEAKS):
         raise SettingError(
-            f"{WARN_LEAKS_VARIABLE}={text!r}: the leak warning takes a whole number of optimizer "
-            f"updates (0 or empty: off), for example {WARN_LEAKS_VARIABLE}=5")
+            f"{WARN_LEAKS_VARIABLE}={text[:40]!r}: the leak warning takes a whole number of "
+            f"optimizer updates from 1 to {MAX_WARN_LEAKS:,} (0 or empty: off), for example "
+            f"{WARN_LEAKS_VARIABLE}=5")
     return int(text)
 
 

@@ -199,6 +199,8 @@ def test_ctrl_c_where_the_guard_did_not_run_is_the_same_line(tmp_path):
 SETTINGS = [
     ({"DEZERO_MINI_WARN_LEAKS": "often"}, ["train", "--epochs", "1"], "DEZERO_MINI_WARN_LEAKS"),
     ({"DEZERO_MINI_WARN_LEAKS": "-3"}, ["graph", "--dot"], "DEZERO_MINI_WARN_LEAKS"),
+    ({"DEZERO_MINI_WARN_LEAKS": "9" * 30}, ["graph", "--dot"], "DEZERO_MINI_WARN_LEAKS"),
+    ({"DEZERO_MINI_WARN_LEAKS": "\u0663"}, ["graph", "--dot"], "DEZERO_MINI_WARN_LEAKS"),
     ({"DEZERO_MINI_CHECK_SAVED": "yes"}, ["graph", "--dot"], "DEZERO_MINI_CHECK_SAVED"),
     ({"DEZERO_MINI_SLOW_WRITE": "soon"}, ["graph", "--out", "g.dot"], "DEZERO_MINI_SLOW_WRITE"),
     ({"DEZERO_MINI_SLOW_WRITE": "nan"}, ["graph", "--out", "g.dot"], "DEZERO_MINI_SLOW_WRITE"),

@@ -18,6 +18,7 @@ import pytest
 
 from conftest import ALL_STAGES, load, stages_that_change
 from dezero_mini.contracts import FINISHED, all_contracts, missing_names
+from dezero_mini.contracts import bench as bench_module
 from dezero_mini.contracts.bench import BATCHES, bench
 from dezero_mini.memory import Workload
 
@@ -51,9 +52,27 @@ def test_dezero_mini_has_the_api_of_every_stage():
 
 @pytest.mark.parametrize("contract, stage", CASES)
 def test_contract_holds(contract, stage):
-    found = contract.check(load(stage))
+    module = load(stage)
+    found = contract.check(module)
+    if not found.passed and _only_the_process_count_moved(module):
+        # The count of the objects that the collector tracks is the whole
+        # process's (gc.get_count()), and under pytest -n the process is
+        # shared: xdist's receiving thread keeps the next tests' messages
+        # while a record is taken (once "grew by 3" in 50 batches). A graph
+        # that a stage keeps moves the count in every record, a message in
+        # one: the record is taken again, once.
+        bench_module._benches.pop(module, None)
+        found = contract.check(module)
     assert found.passed, f"{contract.name} on {stage}: expected {found.expected}; " \
                          f"measured {found.measured}"
+
+
+def _only_the_process_count_moved(module):
+    """The stage's record counted as many Variables and Functions after every
+    batch, and only the process-wide count of tracked objects moved."""
+    record = bench(module).record
+    live, tracked = record.live_objects, record.tracked_objects
+    return bool((live == live[0]).all() and (tracked != tracked[0]).any())
 
 
 def test_every_contract_is_held_by_some_stage():
