@@ -194,3 +194,39 @@ def test_a_hostile_option_is_one_line_and_exit_2(arguments, words, tmp_path):
     assert len(error_lines) == 1 and words in error_lines[0], done.stderr
     assert done.stdout == ""  # refused before anything was measured
     assert hashlib.sha256(SCRIPT.read_bytes()).hexdigest() == script_before
+
+
+# --- benchmarks/op_costs.py: where the time per op goes ------------------------------------
+OP_COSTS = ROOT / "benchmarks" / "op_costs.py"
+
+
+@pytest.mark.parametrize("with_torch", [False, True], ids=["without torch", "with torch"])
+def test_op_costs_prints_the_split_and_the_bytecodes(with_torch, without_torch):
+    """A tiny run prints forward and backward apart for every pattern (and
+    PyTorch's beside them where it is installed), and the bytecodes per op:
+    a count, which names the framework's own functions."""
+    if with_torch and not torch_installed():
+        pytest.skip("PyTorch is not installed (it is optional)")
+    env = {**os.environ, "PYTHONPATH": str(without_torch)} if not with_torch else None
+    done = subprocess.run([sys.executable, str(OP_COSTS), "--ops", "200", "--calls", "2"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    for pattern in PATTERNS:
+        split = next(line for line in lines if line.strip().startswith(f"{pattern} |"))
+        figures = [float(word) for word in split.replace("|", " ").split()[1:]]
+        assert len(figures) == (6 if with_torch else 2) and all(f > 0 for f in figures)
+        counts = next(line for line in lines if line.strip().startswith(f"{pattern}:"))
+        total = float(counts.split(":")[1].split()[0])
+        assert 50 < total < 5_000, counts  # bytecodes per op: hundreds, for a Python framework
+        assert "backward" in counts and "_graph_outputs" in counts
+
+
+@pytest.mark.parametrize("option, value", [("--ops", "0"), ("--ops", "10**9"), ("--calls", "-1"),
+                                           ("--calls", "2.5")])
+def test_op_costs_refuses_a_bad_option_in_one_line(option, value):
+    done = subprocess.run([sys.executable, str(OP_COSTS), option, value], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert f"argument {option}: must be a whole number from" in done.stderr.strip().splitlines()[-1]
+    assert done.stdout == ""
