@@ -24,7 +24,9 @@
   that bwrap loads before the command starts; and ``--disable-userns`` where
   bwrap makes one itself): in a namespace of its own the throwaway user
   would have every capability again, and could mount, chroot or join
-  another's namespace with them;
+  another's namespace with them; the same filter refuses the kernel's
+  keyrings, which no namespace covers (a key outlived its sandbox, for the
+  next check to read), and io_uring;
 * killed whole: bwrap's init is the PID namespace's pid 1 (the worker is its
   pid 2), and its death, or bwrap's (``--die-with-parent``), ends every
   process in the namespace.
@@ -126,11 +128,18 @@ def _within(path, folders):
     return any(path == folder or path.startswith(folder.rstrip("/") + "/") for folder in folders)
 
 
-# --- No user namespace inside: a seccomp filter -------------------------------------------
+# --- No user namespace, no shared kernel state: a seccomp filter -------------------------
 #: Per machine (``platform.machine()``): the kernel's audit number of its
 #: system-call convention, and the numbers of ``clone``, ``unshare`` and
 #: ``clone3``. Another machine gets no filter (``namespace_filter``).
 _SYSCALLS = {"x86_64": (0xC000003E, 56, 272, 435), "aarch64": (0xC00000B7, 220, 97, 435)}
+#: The calls refused outright, per machine: the kernel's keyrings
+#: (``add_key``, ``request_key``, ``keyctl``), which belong to no namespace
+#: that bwrap makes (a key that one sandbox's user leaves in its keyring
+#: outlived the sandbox, and the next check read it), and ``io_uring``
+#: (``io_uring_setup``, ``_enter``, ``_register``), a large surface of the
+#: kernel that a check never needs. Docker's default profile refuses both.
+_REFUSED = {"x86_64": (248, 249, 250, 425, 426, 427), "aarch64": (217, 218, 219, 425, 426, 427)}
 _CLONE_NEWUSER = 0x10000000
 _EPERM, _ENOSYS = 1, 38
 _X32_SYSCALL_BIT = 0x40000000  # x86-64's x32 calls: another numbering, refused whole
@@ -146,39 +155,48 @@ def namespace_filter(machine=None):
     ``--seccomp`` reads) that refuses to make a user namespace: ``unshare``
     and ``clone`` with ``CLONE_NEWUSER`` fail with EPERM; ``clone3``, whose
     flags are in memory that a filter cannot read, with ENOSYS (the C
-    library then makes its threads and processes with ``clone``); and a
-    call in another convention than the machine's (32-bit, x32) with
-    ENOSYS. None on a machine without a table (``_SYSCALLS``).
+    library then makes its threads and processes with ``clone``); a call in
+    another convention than the machine's (32-bit, x32) with ENOSYS; and the
+    calls of ``_REFUSED`` (keyrings, io_uring) with EPERM. None on a machine
+    without a table (``_SYSCALLS``).
 
     A user namespace is the one way left to the sandbox's user to get
     capabilities: it has none, no set-uid program gives it any (bwrap sets
     no_new_privs), and it sees no namespace of another process to join; in
     a namespace of its own it has them all (measured as root with bwrap 0.8:
     ``unshare -U -r`` then mount and chroot worked)."""
-    table = _SYSCALLS.get(machine or platform.machine())
+    machine = machine or platform.machine()
+    table = _SYSCALLS.get(machine)
     if table is None:
         return None
     convention, clone, unshare, clone3 = table
-    allow, refuse = (_RETURN, 0, 0, _ALLOW), (_RETURN, 0, 0, _ERRNO | _EPERM)
-    missing = (_RETURN, 0, 0, _ERRNO | _ENOSYS)
-    # (A jump skips so many instructions after its own: jt if the test holds, jf if not.)
+    # Instructions with labels for their jumps ("jt if the test holds, jf if
+    # not"), resolved below into the offsets that BPF counts from the next one.
     program = [
-        (_LOAD_WORD, 0, 0, _CONVENTION),           # 0
-        (_JUMP_EQUAL, 1, 0, convention),           # 1: the machine's -> 3
-        missing,                                   # 2
-        (_LOAD_WORD, 0, 0, _NUMBER),               # 3
-        (_JUMP_AT_LEAST, 7, 0, _X32_SYSCALL_BIT),  # 4: -> 12
-        (_JUMP_EQUAL, 6, 0, clone3),               # 5: -> 12
-        (_JUMP_EQUAL, 2, 0, unshare),              # 6: -> 9
-        (_JUMP_EQUAL, 1, 0, clone),                # 7: -> 9
-        allow,                                     # 8
-        (_LOAD_WORD, 0, 0, _FIRST_ARGUMENT),       # 9: the flags (their low 32 bits)
-        (_JUMP_ANY_BIT, 2, 0, _CLONE_NEWUSER),     # 10: -> 13
-        allow,                                     # 11
-        missing,                                   # 12
-        refuse,                                    # 13
+        (_LOAD_WORD, None, None, _CONVENTION),
+        (_JUMP_EQUAL, "number", "missing", convention),
+        ("number", _LOAD_WORD, None, None, _NUMBER),
+        (_JUMP_AT_LEAST, "missing", None, _X32_SYSCALL_BIT),
+        (_JUMP_EQUAL, "missing", None, clone3),
+        *((_JUMP_EQUAL, "refuse", None, number) for number in _REFUSED[machine]),
+        (_JUMP_EQUAL, "flags", None, unshare),
+        (_JUMP_EQUAL, "flags", None, clone),
+        (_RETURN, None, None, _ALLOW),
+        ("flags", _LOAD_WORD, None, None, _FIRST_ARGUMENT),  # the flags (their low 32 bits)
+        (_JUMP_ANY_BIT, "refuse", None, _CLONE_NEWUSER),
+        (_RETURN, None, None, _ALLOW),
+        ("missing", _RETURN, None, None, _ERRNO | _ENOSYS),
+        ("refuse", _RETURN, None, None, _ERRNO | _EPERM),
     ]
-    return b"".join(struct.pack("=HBBI", *instruction) for instruction in program)
+    labels = {instruction[0]: at for at, instruction in enumerate(program)
+              if isinstance(instruction[0], str)}
+    code = b""
+    for at, instruction in enumerate(program):
+        opcode, jump_true, jump_false, value = (instruction[1:] if isinstance(instruction[0], str)
+                                                else instruction)
+        offsets = [0 if label is None else labels[label] - at - 1 for label in (jump_true, jump_false)]
+        code += struct.pack("=HBBI", opcode, *offsets, value)
+    return code
 
 
 def namespace_filter_fd():
