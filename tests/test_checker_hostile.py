@@ -474,7 +474,43 @@ while True:
     pass
 """
 
+# The worker's signing object, found with full Python (the red team's way): it
+# signs what the file wants, and the parent must still end in a report. MODE:
+# a line that is not JSON, JSON that is not an event, an error whose message is
+# a number (the parent's reading raised, skipping the installation's check).
+SIGNS_A_LINE_OF_THE_WRONG_SHAPE = """
+import gc as _gc, os as _os
+_writer = next(o for o in _gc.get_objects() if type(o).__name__ == "Writer")
+if MODE == "error_of_a_number":
+    _writer.send(event="error", message=123)
+else:
+    _payload = b"not json" if MODE == "not_json" else b"[1, 2]"
+    _os.write(_writer._fd, b"%d %s %s\\n" % (_writer._sequence, _writer._mac(
+        _writer._key, _writer._sequence, _payload).encode(), _payload))
+_os._exit(0)
+"""
+
+# A frame whose name has a NUL byte, on the pipe of the stack dump when the
+# checker asks: the parent looked the name up (Path.resolve) and raised.
+A_STACK_DUMP_NAME_WITH_A_NUL = """
+import os, signal, sys
+signal.signal(signal.SIGUSR1, lambda *_: os.write(int(sys.argv[5]), b'  File "/x\\x00/'
+              + os.path.basename(__file__).encode() + b'", line 1 in f\\n'))
+while True:
+    pass
+"""
+
 HOSTILE += [
+    # Without the fix (each): a traceback of the grading process, exit 1, and the
+    # installation's comparison skipped (found by a red team).
+    *(Hostile(f"signs_a_line_of_the_wrong_shape_{mode}",
+              stage02_plus(SIGNS_A_LINE_OF_THE_WRONG_SHAPE.replace("MODE", repr(mode))), 2,
+              r"(tampering detected: the result channel received a signed line that is not "
+              r"(JSON|an event)|cannot trust this check: reading what the worker sent raised "
+              r"TypeError)") for mode in ("not_json", "a_list", "error_of_a_number")),
+    Hostile("writes_a_stack_dump_name_with_a_nul_byte", stage02_plus(A_STACK_DUMP_NAME_WITH_A_NUL),
+            2, rf"(?m)^cannot load {FILE_NAME}: importing it took longer than 10 s \(a loop at "
+               r"the top level\?\)$", argv=("--batches", "5", "--total-timeout", "10")),
     # Without the fix: 5 of 6 (live_objects_constant and traced_bytes_flat passed).
     Hostile("runs_the_collector_itself_in_backward", stage02_plus(COLLECT_IN_BACKWARD), 2,
             r"tampering detected: while \w+ ran, the file ran the cyclic collector itself "

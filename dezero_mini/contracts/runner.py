@@ -217,6 +217,11 @@ class CheckReport:
 NOT_COUNTED = "not counted: "
 
 
+#: The errors that reading a value of an unforeseen shape raises (a JSON
+#: that does not parse, a number where a string was due, a missing key).
+_UNFORESEEN_SHAPES = (ValueError, TypeError, LookupError, AttributeError, ArithmeticError)
+
+
 class CheckStopped(Exception):
     """The ``stop`` event of ``check_file`` was set: the worker and its
     processes were killed, and there is no report."""
@@ -256,7 +261,10 @@ def where_it_hung(stack_text, path):
         number, _, function = rest.partition(" in ")
         if not found or not number.isdigit() or not function or " " in function:
             continue
-        if Path(name).name == path.name and Path(name).resolve() == path:
+        # The name as the worker was given it (the resolved path): compared as
+        # a string, never looked up, since the dump may say anything (a name
+        # with a NUL byte made Path.resolve raise in the grading process).
+        if name == str(path):
             return f"{path.name} line {number} (in {function})"
     return None
 
@@ -703,6 +711,36 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
     left = list(contracts)
     output = _Output(OUTPUT_LIMIT)
     installation = installation_state()
+    try:
+        _run_contracts(report, left, contracts, path, number, batches, output, limits, readable,
+                       timeout, total_timeout, total_deadline, allow_reference, on_step, stop)
+    except _UNFORESEEN_SHAPES as error:
+        # What the worker sends (its signed events, its stack dump) comes from
+        # a process that runs the learner's file: a shape the checker did not
+        # foresee must end this check in a report, never in a traceback that
+        # skips the comparison of the installation below. (The errors that
+        # reading data of the wrong shape raises; not the checker's own
+        # control flow: CheckStopped, the command's Interrupted on a signal.)
+        report.status, report.message = "error", (
+            f"cannot trust this check: reading what the worker sent raised "
+            f"{type(error).__name__}: {str(error)[:200]} (a file that writes on the checker's "
+            "channel or stack pipe?)")
+    changed = changed_files(installation, installation_state())
+    if changed:  # (whatever the check said: it measured a course that changed under it)
+        said = f"; the check said before: {report.message}" if report.status == "error" else ""
+        report.status, report.message = "error", installation_changed_message(
+            changed, changed_by_another_process(changed, report.sandboxed, readable)) + said
+    if report.status != "error" and not all(result.passed for result in report.results):
+        report.status = "failed"
+    report.output, report.output_truncated = output.text, bool(output.dropped)
+    return report
+
+
+def _run_contracts(report, left, contracts, path, number, batches, output, limits, readable,
+                   timeout, total_timeout, total_deadline, allow_reference, on_step, stop):
+    """Run the contracts named in ``left`` in contained workers (a new one
+    after each that a contract's hang or crash ended), adding their results
+    to ``report``; an error (the file, tampering, a limit) ends the run."""
     while left and report.status != "error":
         on_step("loading the file")
         child = _Child(path, number, batches, left, output, limits, report.sandboxed, readable)
@@ -802,15 +840,6 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
                     measured=f"not run: the check's total time limit of {total_timeout:g} s "
                              "ran out", seconds=0.0, error="timeout"))
             left.clear()
-    changed = changed_files(installation, installation_state())
-    if changed:  # (whatever the check said: it measured a course that changed under it)
-        said = f"; the check said before: {report.message}" if report.status == "error" else ""
-        report.status, report.message = "error", installation_changed_message(
-            changed, changed_by_another_process(changed, report.sandboxed, readable)) + said
-    if report.status != "error" and not all(result.passed for result in report.results):
-        report.status = "failed"
-    report.output, report.output_truncated = output.text, bool(output.dropped)
-    return report
 
 
 def _checked_result(contract, event, child, limits, seconds, number):
