@@ -500,7 +500,42 @@ while True:
     pass
 """
 
+# The package (which the worker imports, so the sandbox shows it) is a whole
+# framework: its core and functions compiled under the file's own name, with
+# backward keeping the gradients of stage 03. Found by a red team.
+THE_PACKAGE_COMPILED_UNDER_THE_FILES_NAME = """
+import ast as _ast
+import dezero_mini as _package
+from pathlib import Path as _Path
+
+for _name in ("core.py", "functions.py"):
+    _tree = _ast.parse((_Path(_package.__file__).parent / _name).read_text())
+    _tree.body = [_node for _node in _tree.body if not (
+        isinstance(_node, _ast.ImportFrom) and _node.module == "dezero_mini.core")]
+    exec(compile(_tree, __file__, "exec"), globals())
+_backward = Variable.backward
+Variable.backward = lambda self, *a, retain_grad=True, **k: _backward(self, *a, retain_grad=retain_grad, **k)
+"""
+
+# Another function's code given the file's name: the package's backward as the
+# file's own (co_filename is what borrowed_names reads).
+ANOTHER_CODE_UNDER_THE_FILES_NAME = """
+import types as _types
+import dezero_mini.core as _core
+Variable.unchain = _types.FunctionType(
+    _core.Variable.unchain.__code__.replace(co_filename=__file__), globals())
+"""
+
 HOSTILE += [
+    # Without the fix: 6 of 6, 9 of 9 points, exit 0 (the first); the second
+    # changes nothing to the score but is another's code under the file's name.
+    Hostile("compiles_the_package_under_its_own_name",
+            lambda folder: THE_PACKAGE_COMPILED_UNDER_THE_FILES_NAME, 2,
+            r"are not its own text \(.*is not compiled from the file's text; exec of another "
+            r"text under the file's name\?\)"),
+    Hostile("gives_another_functions_code_its_name", stage02_plus(ANOTHER_CODE_UNDER_THE_FILES_NAME),
+            2, r"Variable is not its own text \(Variable: Variable\.unchain, said to be at line "
+               r"\d+, is not compiled from the file's text"),
     # Without the fix (each): a traceback of the grading process, exit 1, and the
     # installation's comparison skipped (found by a red team).
     *(Hostile(f"signs_a_line_of_the_wrong_shape_{mode}",
@@ -1126,17 +1161,25 @@ exec(compile(stage_path(3).read_text(), __file__, "exec"))
 """
 
 
-@pytest.mark.parametrize("trick", [FORGE_WITH_THE_WORKERS_OWN_KEY, EXEC_THE_REFERENCE_AS_ITS_OWN],
-                         ids=["forges_with_the_workers_key", "runs_the_reference_as_its_own_code"])
-def test_full_python_in_the_worker_can_still_forge_a_pass(trick, unsandboxed, tmp_path, capsys):
+def test_full_python_in_the_worker_can_still_forge_a_pass(unsandboxed, tmp_path, capsys):
     """The limits of tamper evidence in one process (the lab chapter says so):
-    the secret is in the worker's memory, and the learner's code runs there;
-    code compiled under the file's own name passes for the file's. If this
-    test fails, the checker got stronger: update the chapter."""
+    the secret is in the worker's memory, and the learner's code runs there.
+    If this test fails, the checker got stronger: update the chapter."""
     path = tmp_path / FILE_NAME
-    path.write_text(stage02_plus(trick)(tmp_path))
+    path.write_text(stage02_plus(FORGE_WITH_THE_WORKERS_OWN_KEY)(tmp_path))
     code, report, _ = run_check(capsys, path, ("--batches", "5"))
     assert code == 0 and report["passed"] == len(contracts_at(3))
+
+
+def test_the_reference_compiled_under_the_files_name_is_not_its_own(unsandboxed, tmp_path,
+                                                                     capsys):
+    """Without the sandbox the reference is in sight: compiled under the
+    file's own name, its classes once passed for the file's (6 of 6)."""
+    path = tmp_path / FILE_NAME
+    path.write_text(stage02_plus(EXEC_THE_REFERENCE_AS_ITS_OWN)(tmp_path))
+    code, report, _ = run_check(capsys, path, ("--batches", "5"))
+    assert code == 2 and report["passed"] == 0
+    assert "not its own text" in report["message"], report["message"]
 
 
 def test_in_the_sandbox_the_stage_reference_is_out_of_sight(tmp_path, capsys):

@@ -16,7 +16,9 @@ submission): it reads at most ``MAX_SUBMISSION_BYTES`` and turns what the
 parser cannot hold into a ``CannotCheck`` with a reason;
 * ``borrowed_names(module, path, names)``, in the worker once the file is
   loaded: a class or function whose code lives in another file
-  (``dezero_mini``, ``steps/``, ``load_stage``), wherever it was bound.
+  (``dezero_mini``, ``steps/``, ``load_stage``), wherever it was bound;
+  and ``code_from_elsewhere``: code that names the file but that its text
+  does not compile to (another text compiled under the file's name).
 """
 import ast
 import functools
@@ -226,6 +228,62 @@ def borrowed_names(module, path, names):
                     found[name] = f"it is a {kind.__module__}.{kind.__qualname__}"
             elif Path(where).resolve() != Path(own_file):
                 found[name] = f"its code is in {where}"
+    return found
+
+
+def own_code(path):
+    """The signatures (name, first line, bytecode) of every code object that
+    compiling the file at ``path`` makes, nested ones too: read before the
+    file runs, they are what its own text can define. Empty when the text
+    does not compile (loading it then says why)."""
+    try:
+        stack = [compile(Path(path).read_bytes(), str(path), "exec", dont_inherit=True)]
+    except (SyntaxError, ValueError, RecursionError, MemoryError, OSError):
+        return frozenset()
+    found = set()
+    while stack:
+        code = stack.pop()
+        found.add((code.co_name, code.co_firstlineno, code.co_code))
+        stack.extend(const for const in code.co_consts if inspect.iscode(const))
+    return frozenset(found)
+
+
+def _functions_in(obj):
+    """The plain functions that ``obj`` (a function, or a class and what it
+    defines itself: methods, static and class methods, properties) holds."""
+    if inspect.isclass(obj):
+        for member in vars(obj).values():
+            if isinstance(member, property):
+                yield from (f for f in (member.fget, member.fset, member.fdel) if f is not None)
+            else:
+                yield from _functions_in(getattr(member, "__func__", member))
+    elif inspect.isfunction(inspect.unwrap(obj)):
+        yield inspect.unwrap(obj)
+
+
+def code_from_elsewhere(module, path, own):
+    """{name: what} for each top-level class or function of ``module`` (the
+    learner's file at ``path``, loaded) whose code says it is the file's
+    (``co_filename``) but is not one that the file's own text compiles to
+    (``own``, from ``own_code`` before the file ran): another text compiled
+    under the file's name (``exec(compile(the_package's_source, __file__,
+    "exec"))``) or another function's code given the file's name
+    (``code.replace(co_filename=...)``). Either hands in work that is not
+    the learner's under the learner's name, which ``borrowed_names`` (that
+    reads ``co_filename``) would take for theirs."""
+    if not own:
+        return {}
+    found = {}
+    for name, obj in list(vars(module).items()):
+        if not (inspect.isclass(obj) or callable(obj)):
+            continue
+        for function in _functions_in(obj):
+            code = function.__code__
+            if code.co_filename == str(path) and (
+                    code.co_name, code.co_firstlineno, code.co_code) not in own:
+                found[name] = (f"{function.__qualname__}, said to be at line "
+                               f"{code.co_firstlineno}, is not compiled from the file's text")
+                break
     return found
 
 

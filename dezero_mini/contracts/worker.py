@@ -264,7 +264,8 @@ def main(argv):
     from dezero_mini.contracts import Contract, contracts_at, missing_names, names_needed_at
     from dezero_mini.contracts.bench import CollectorRun, configure, records_read
     from dezero_mini.contracts.channel import Writer
-    from dezero_mini.contracts.provenance import borrowed_names, foreign_results
+    from dezero_mini.contracts.provenance import (borrowed_names, code_from_elsewhere,
+                                                  foreign_results, own_code)
     from dezero_mini.memory.probes import TracesCleared
     from dezero_mini.memory.stages import load_stage_file
     import dezero_mini.memory  # noqa: F401  (every instrument, imported before the file)
@@ -312,6 +313,7 @@ def main(argv):
         send(event="error", message=refusal)
         return 2
     send(event="read", fingerprint=fingerprint)  # the parent knows the course's own files
+    own = own_code(path)  # (before any of its code runs: what its text can define)
 
     # The learner's folder last: its own helper modules load, but none of
     # them can stand in for a module of the standard library or of the course.
@@ -346,6 +348,16 @@ def main(argv):
         send(event="error", message=(
             f"{path.name} does not define {', '.join(borrowed)} itself ({name}: {where}): "
             "a submission must define the stage's classes and functions in the file"))
+        return 2
+    elsewhere = code_from_elsewhere(module, path, own)
+    if elsewhere:
+        name, what = next(iter(elsewhere.items()))
+        names_said = ", ".join(list(elsewhere)[:3]) + (
+            f" and {len(elsewhere) - 3} more" if len(elsewhere) > 3 else "")
+        send(event="error", message=(
+            f"{path.name}'s {names_said} {'is' if len(elsewhere) == 1 else 'are'} not its own "
+            f"text ({name}: {what}; exec of another text under the file's name?): a "
+            "submission must define the stage's classes and functions in the file"))
         return 2
     foreign = {} if missing else _within(FOREIGN_CHECK_SECONDS, foreign_results, module)
     if broken():
