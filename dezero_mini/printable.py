@@ -21,6 +21,15 @@ def printable(text, *, newlines=True):
     return text if newlines else text.replace("\n", "\\n")
 
 
+def first_of(items, shown=3):
+    """``items`` (strings) named in a line: the first ``shown`` of them, and
+    how many more (``"a.py, b.py, c.py and 4 more"``), for the reports that
+    list what a check found."""
+    items = list(items)
+    more = f" and {len(items) - shown} more" if len(items) > shown else ""
+    return ", ".join(items[:shown]) + more
+
+
 def _escape(match):
     code = ord(match.group())
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"

@@ -61,6 +61,7 @@ from dezero_mini.contracts import bubblewrap
 from dezero_mini.contracts.sandbox import (MIB, Limits, describe_limit, end_worker, start_worker,
                                            writable_in_sandbox)
 from dezero_mini.memory.stages import steps_dir
+from dezero_mini.printable import first_of
 
 #: Seconds that loading the file, and then each contract, may take.
 DEFAULT_TIMEOUT = 60.0
@@ -583,8 +584,7 @@ def changed_by_another_process(changed, sandboxed, readable=()):
 
 def files_named(changed):
     """The first three of the files ``changed``, and how many more."""
-    more = f" and {len(changed) - 3} more" if len(changed) > 3 else ""
-    return ", ".join(changed[:3]) + more
+    return first_of(changed)
 
 
 def installation_changed_message(changed, by_another_process):
@@ -712,8 +712,110 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
     output = _Output(OUTPUT_LIMIT)
     installation = installation_state()
     try:
-        _run_contracts(report, left, contracts, path, number, batches, output, limits, readable,
-                       timeout, total_timeout, total_deadline, allow_reference, on_step, stop)
+        while left and report.status != "error":
+            on_step("loading the file")
+            child = _Child(path, number, batches, left, output, limits, report.sandboxed, readable)
+            timed_out, current, began, location = None, None, time.monotonic(), None
+            try:
+                while True:
+                    deadline = min(began + timeout, total_deadline)
+                    try:
+                        event = child.next_event(deadline, stop)
+                    except Tampered as error:
+                        report.status, report.message = "error", (
+                            f"tampering detected: the result channel received {error}")
+                        break
+                    if event == "timeout":
+                        timed_out = "total" if deadline == total_deadline else "contract"
+                        location = child.where_it_hangs()
+                        break
+                    if event is None:
+                        break
+                    kind = event.get("event")
+                    if kind == "error":
+                        report.status = "error"
+                        report.message = (event["message"]
+                                          + _limit_text(limits, None, event["message"]))
+                        break
+                    if kind == "tampered":
+                        report.status, report.message = (
+                            "error", f"tampering detected: {event['message']}")
+                        break
+                    if kind == "read":
+                        refusal = _refused_read(report, event, path, number, allow_reference)
+                        if refusal:
+                            report.status, report.message = "error", refusal
+                            break
+                    elif kind == "loaded":
+                        child.mark_loaded()
+                    elif kind == "start" and event.get("name") in left:
+                        current, began = event["name"], time.monotonic()
+                        on_step(current)
+                    elif kind in ("figures", "figures_end") and current is not None:
+                        try:
+                            child.figures.receive(event, current)
+                        except Forged as error:
+                            report.status, report.message = "error", (
+                                f"tampering detected: while {current} ran, the worker streamed "
+                                f"{error}")
+                            break
+                    elif kind == "result" and event.get("name") == current:
+                        try:
+                            child.figures.check(
+                                event.get("records"), current,
+                                required=(contracts[current].reads_record
+                                          and event.get("error") is None))
+                        except Forged as error:
+                            report.status, report.message = "error", f"tampering detected: {error}"
+                            break
+                        report.results.append(_checked_result(contracts[current], event, child,
+                                                              limits, time.monotonic() - began,
+                                                              number))
+                        left.remove(current)
+                        current, began = None, time.monotonic()
+                        if not left:
+                            break
+                    else:
+                        report.status, report.message = "error", (
+                            f"tampering detected: the worker sent an event out of order: {event!r}")
+                        break
+            finally:  # a worker that closed its channel is ending: bwrap then says how
+                code = child.finish(grace=0.0 if child.channel_open else 1.0)
+            if report.status == "error" or not left:
+                break
+            where = f"; the file was at {location}" if location else ""
+            if current is None:  # the file itself: loading it hung or killed the process
+                report.status = "error"
+                if timed_out:
+                    limit = total_timeout if timed_out == "total" else timeout
+                    report.message = (f"cannot load {path.name}: importing it took longer than "
+                                      f"{limit:g} s (a loop at the top level?){where}")
+                else:
+                    report.message = (f"cannot load {path.name}: the process ended (exit code "
+                                      f"{code}) while importing it"
+                                      + _limit_text(limits, code, child.printed(),
+                                                    child.memory_killed))
+                break
+            if timed_out == "contract":
+                what = f"timed out after {timeout:g} s{where}"
+            elif timed_out == "total":
+                what = (f"timed out: the check's total time limit of {total_timeout:g} s ran "
+                        f"out{where}")
+            else:
+                what = (f"the process ended (exit code {code}) while measuring"
+                        + _limit_text(limits, code, child.printed(), child.memory_killed))
+            contract = contracts[current]
+            report.results.append(_result(contract, passed=False, expected=contract.summary,
+                                          measured=what, seconds=time.monotonic() - began,
+                                          error="timeout" if timed_out else "crashed"))
+            left.remove(current)
+            if timed_out == "total":
+                for name in left:
+                    report.results.append(_result(
+                        contracts[name], passed=False, expected=contracts[name].summary,
+                        measured=f"not run: the check's total time limit of {total_timeout:g} s "
+                                 "ran out", seconds=0.0, error="timeout"))
+                left.clear()
     except _UNFORESEEN_SHAPES as error:
         # What the worker sends (its signed events, its stack dump) comes from
         # a process that runs the learner's file: a shape the checker did not
@@ -734,112 +836,6 @@ def _check(stage, path, selected, *, timeout, total_timeout, batches, limits, al
         report.status = "failed"
     report.output, report.output_truncated = output.text, bool(output.dropped)
     return report
-
-
-def _run_contracts(report, left, contracts, path, number, batches, output, limits, readable,
-                   timeout, total_timeout, total_deadline, allow_reference, on_step, stop):
-    """Run the contracts named in ``left`` in contained workers (a new one
-    after each that a contract's hang or crash ended), adding their results
-    to ``report``; an error (the file, tampering, a limit) ends the run."""
-    while left and report.status != "error":
-        on_step("loading the file")
-        child = _Child(path, number, batches, left, output, limits, report.sandboxed, readable)
-        timed_out, current, began, location = None, None, time.monotonic(), None
-        try:
-            while True:
-                deadline = min(began + timeout, total_deadline)
-                try:
-                    event = child.next_event(deadline, stop)
-                except Tampered as error:
-                    report.status, report.message = "error", (
-                        f"tampering detected: the result channel received {error}")
-                    break
-                if event == "timeout":
-                    timed_out = "total" if deadline == total_deadline else "contract"
-                    location = child.where_it_hangs()
-                    break
-                if event is None:
-                    break
-                kind = event.get("event")
-                if kind == "error":
-                    report.status = "error"
-                    report.message = event["message"] + _limit_text(limits, None, event["message"])
-                    break
-                if kind == "tampered":
-                    report.status, report.message = "error", f"tampering detected: {event['message']}"
-                    break
-                if kind == "read":
-                    refusal = _refused_read(report, event, path, number, allow_reference)
-                    if refusal:
-                        report.status, report.message = "error", refusal
-                        break
-                elif kind == "loaded":
-                    child.mark_loaded()
-                elif kind == "start" and event.get("name") in left:
-                    current, began = event["name"], time.monotonic()
-                    on_step(current)
-                elif kind in ("figures", "figures_end") and current is not None:
-                    try:
-                        child.figures.receive(event, current)
-                    except Forged as error:
-                        report.status, report.message = "error", (
-                            f"tampering detected: while {current} ran, the worker streamed "
-                            f"{error}")
-                        break
-                elif kind == "result" and event.get("name") == current:
-                    try:
-                        child.figures.check(
-                            event.get("records"), current,
-                            required=contracts[current].reads_record and event.get("error") is None)
-                    except Forged as error:
-                        report.status, report.message = "error", f"tampering detected: {error}"
-                        break
-                    report.results.append(_checked_result(contracts[current], event, child,
-                                                          limits, time.monotonic() - began,
-                                                          number))
-                    left.remove(current)
-                    current, began = None, time.monotonic()
-                    if not left:
-                        break
-                else:
-                    report.status, report.message = "error", (
-                        f"tampering detected: the worker sent an event out of order: {event!r}")
-                    break
-        finally:  # a worker that closed its channel is ending: bwrap then says how
-            code = child.finish(grace=0.0 if child.channel_open else 1.0)
-        if report.status == "error" or not left:
-            break
-        where = f"; the file was at {location}" if location else ""
-        if current is None:  # the file itself: loading it hung or killed the process
-            report.status = "error"
-            if timed_out:
-                limit = total_timeout if timed_out == "total" else timeout
-                report.message = (f"cannot load {path.name}: importing it took longer than "
-                                  f"{limit:g} s (a loop at the top level?){where}")
-            else:
-                report.message = (f"cannot load {path.name}: the process ended (exit code "
-                                  f"{code}) while importing it"
-                                  + _limit_text(limits, code, child.printed(), child.memory_killed))
-            break
-        if timed_out == "contract":
-            what = f"timed out after {timeout:g} s{where}"
-        elif timed_out == "total":
-            what = f"timed out: the check's total time limit of {total_timeout:g} s ran out{where}"
-        else:
-            what = (f"the process ended (exit code {code}) while measuring"
-                    + _limit_text(limits, code, child.printed(), child.memory_killed))
-        contract = contracts[current]
-        report.results.append(_result(contract, passed=False, expected=contract.summary,
-                                      measured=what, seconds=time.monotonic() - began,
-                                      error="timeout" if timed_out else "crashed"))
-        left.remove(current)
-        if timed_out == "total":
-            for name in left:
-                report.results.append(_result(
-                    contracts[name], passed=False, expected=contracts[name].summary,
-                    measured=f"not run: the check's total time limit of {total_timeout:g} s "
-                             "ran out", seconds=0.0, error="timeout"))
-            left.clear()
 
 
 def _checked_result(contract, event, child, limits, seconds, number):

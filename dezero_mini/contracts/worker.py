@@ -268,6 +268,7 @@ def main(argv):
                                                   foreign_results, own_code)
     from dezero_mini.memory.probes import TracesCleared
     from dezero_mini.memory.stages import load_stage_file
+    from dezero_mini.printable import first_of
     import dezero_mini.memory  # noqa: F401  (every instrument, imported before the file)
 
     needed = names_needed_at(number)
@@ -352,11 +353,9 @@ def main(argv):
     elsewhere = code_from_elsewhere(module, path, own)
     if elsewhere:
         name, what = next(iter(elsewhere.items()))
-        names_said = ", ".join(list(elsewhere)[:3]) + (
-            f" and {len(elsewhere) - 3} more" if len(elsewhere) > 3 else "")
         send(event="error", message=(
-            f"{path.name}'s {names_said} {'is' if len(elsewhere) == 1 else 'are'} not its own "
-            f"text ({name}: {what}; exec of another text under the file's name?): a "
+            f"{path.name}'s {first_of(elsewhere)} {'is' if len(elsewhere) == 1 else 'are'} not "
+            f"its own text ({name}: {what}; exec of another text under the file's name?): a "
             "submission must define the stage's classes and functions in the file"))
         return 2
     foreign = {} if missing else _within(FOREIGN_CHECK_SECONDS, foreign_results, module)

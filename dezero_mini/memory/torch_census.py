@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 import torch
 
+from dezero_mini.memory.tracking import subclasses
+
 #: The sequence number of a leaf's AccumulateGrad node: not "made" at any step.
 LEAF_SEQUENCE = 2**64 - 1
 
@@ -378,13 +380,7 @@ GLOBAL_MODULE_HOOKS = ("_global_forward_hooks", "_global_forward_pre_hooks",
 
 def tensor_types():
     """torch.Tensor and its subclasses, read anew (a script may define one)."""
-    kinds, stack = {torch.Tensor}, [torch.Tensor]
-    while stack:
-        for kind in stack.pop().__subclasses__():
-            if kind not in kinds:
-                kinds.add(kind)
-                stack.append(kind)
-    return kinds
+    return {torch.Tensor, *subclasses(torch.Tensor)}
 
 
 _BACKWARD_FUNCTION = torch.autograd.function.BackwardCFunction

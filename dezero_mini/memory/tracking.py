@@ -155,7 +155,9 @@ def _root_of(cls):
     return [base for base in cls.__mro__ if base.__name__ in _KINDS][-1]
 
 
-def _subclasses(cls):
+def subclasses(cls):
+    """Every class that derives from ``cls``, however indirectly (not
+    ``cls`` itself), each once, read anew (a script may define one)."""
     found, stack = [], [cls]
     while stack:
         for sub in stack.pop().__subclasses__():
@@ -179,7 +181,7 @@ def _patch(cls):
     if _kind_of_class(cls) is None:
         return
     root = _root_of(cls)
-    for klass in (root, *_subclasses(root)):
+    for klass in (root, *subclasses(root)):
         _patch_one(klass, root)
 
 

@@ -14,9 +14,6 @@ def span(low, high, spec):
     number(low, "span", "low")
     number(high, "span", "high")
     expect(spec, str, "span", "spec", "a format such as '.0%'")
-    number(low, "span", "low")
-    number(high, "span", "high")
-    expect(spec, str, "span", "spec", "a format such as '.0%'")
     try:
         low_text, high_text = format(low, spec), format(high, spec)
     except ValueError:
